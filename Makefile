@@ -1,0 +1,32 @@
+# Quick start: `make demo` runs the durable showcase, `make test` runs the tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/showcase.py
+
+test: $(STAMP)
+	$(BIN)/python -m ruff check durable_flow tests examples
+	$(BIN)/python -m mypy durable_flow
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check durable_flow tests examples bench
+	$(BIN)/python -m mypy durable_flow
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -r bench/requirements.txt
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) demo.db

@@ -1,0 +1,295 @@
+"""Every error durable-flow raises.
+
+One root, :class:`DurableFlowError`; each error carries structured fields as
+well as a readable message::
+
+    DurableFlowError
+    ├── WorkflowValidationError        build() found problems (.problems)
+    │   └── ExpressionError            a condition string does not parse
+    ├── WorkflowMismatchError          resumed with a different graph
+    ├── InvalidInputError              run input does not fit the schema
+    ├── StateUpdateError               a node wrote an unknown/ill-typed field
+    ├── ConflictingUpdateError         two nodes wrote one last-write-wins field
+    ├── SuperstepLimitError            max_supersteps reached
+    ├── InvalidGotoError               Command(goto=...) to an undeclared target
+    ├── DuplicateStepError             ctx.step name used twice in one node run
+    ├── SubworkflowError               a nested workflow failed
+    ├── RunFailedError                 RunResult.raise_for_status()
+    ├── RunNotFoundError               unknown run id
+    ├── CheckpointNotFoundError        unknown checkpoint id
+    ├── RunNotResumableError           run is completed / cancelled
+    ├── InvalidResponseError           an answer does not fit the request type
+    ├── UnknownRequestError            an answer to a request that is not pending
+    ├── StoreError                     the checkpoint store failed
+    │   ├── SerializationError         a value cannot be stored
+    │   ├── CheckpointCorruptedError   a stored row cannot be read back
+    │   ├── SchemaVersionError         the database is newer than this code
+    │   ├── RunLockedError             another runtime holds the run's lease
+    │   └── LeaseLostError             our lease expired and was taken over
+    └── ModelError                     a chat model call failed or replied badly
+
+Control flow that user code must not swallow (a node pausing for a person)
+is not an error: see ``durable_flow._context.Interrupt`` (a ``BaseException``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CheckpointCorruptedError",
+    "CheckpointNotFoundError",
+    "ConflictingUpdateError",
+    "DuplicateStepError",
+    "DurableFlowError",
+    "ExpressionError",
+    "InvalidGotoError",
+    "InvalidInputError",
+    "InvalidResponseError",
+    "LeaseLostError",
+    "ModelError",
+    "RunFailedError",
+    "RunLockedError",
+    "RunNotFoundError",
+    "RunNotResumableError",
+    "SchemaVersionError",
+    "SerializationError",
+    "StateUpdateError",
+    "StoreError",
+    "SubworkflowError",
+    "SuperstepLimitError",
+    "UnknownRequestError",
+    "WorkflowMismatchError",
+    "WorkflowValidationError",
+]
+
+
+class DurableFlowError(Exception):
+    """Root of every error raised by durable-flow."""
+
+
+class WorkflowValidationError(DurableFlowError):
+    """``build()`` (or a loader) found problems; ``problems`` lists every one."""
+
+    def __init__(self, problems: Sequence[str], *, workflow: str = "") -> None:
+        self.problems = list(problems)
+        self.workflow = workflow
+        head = f"workflow {workflow!r} is invalid" if workflow else "workflow is invalid"
+        body = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{head} ({len(self.problems)} problem(s)):\n{body}")
+
+
+class ExpressionError(WorkflowValidationError):
+    """A condition expression does not parse; ``position`` is the offset."""
+
+    def __init__(self, source: str, reason: str, position: int = 0) -> None:
+        self.source = source
+        self.reason = reason
+        self.position = position
+        super().__init__([f"cannot parse {source!r} at offset {position}: {reason}"])
+
+
+class WorkflowMismatchError(DurableFlowError):
+    """A run is resumed with a workflow whose graph signature differs."""
+
+    def __init__(self, run_id: str, expected: str, actual: str) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"run {run_id} was started with graph signature {expected[:12]}, "
+            f"the workflow given has {actual[:12]}; pass allow_mismatch=True to resume anyway"
+        )
+
+
+class InvalidInputError(DurableFlowError):
+    """The input of a run (or an update) does not fit the blackboard schema."""
+
+
+class StateUpdateError(DurableFlowError):
+    """A node's update names an unknown field or has a wrongly typed value."""
+
+    def __init__(self, node: str, field: str, reason: str) -> None:
+        self.node = node
+        self.field = field
+        self.reason = reason
+        super().__init__(f"node {node!r} wrote field {field!r}: {reason}")
+
+
+class ConflictingUpdateError(DurableFlowError):
+    """Two nodes wrote one last-write-wins field in the same superstep."""
+
+    def __init__(self, field: str, nodes: Sequence[str]) -> None:
+        self.field = field
+        self.nodes = tuple(nodes)
+        super().__init__(
+            f"nodes {' and '.join(repr(n) for n in self.nodes)} both wrote the "
+            f"last-write-wins field {field!r} in one superstep; give the field a reducer "
+            "(e.g. Annotated[..., append]) or let only one of them write it"
+        )
+
+
+class SuperstepLimitError(DurableFlowError):
+    """The run reached ``max_supersteps`` without finishing."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"the run reached max_supersteps={limit} without finishing")
+
+
+class InvalidGotoError(DurableFlowError):
+    """A node returned ``Command(goto=...)`` to a target it did not declare."""
+
+    def __init__(self, node: str, target: str, allowed: Sequence[str]) -> None:
+        self.node = node
+        self.target = target
+        self.allowed = tuple(allowed)
+        super().__init__(
+            f"node {node!r} tried to go to {target!r}; declared goto targets: "
+            f"{', '.join(self.allowed) or '(none)'}"
+        )
+
+
+class DuplicateStepError(DurableFlowError):
+    """``ctx.step`` was called twice with one name in one node run."""
+
+    def __init__(self, node: str, name: str) -> None:
+        self.node = node
+        self.name = name
+        super().__init__(
+            f"node {node!r} called ctx.step({name!r}) twice in one run; step names must be unique"
+        )
+
+
+class SubworkflowError(DurableFlowError):
+    """A nested workflow failed; names the inner path and the original error."""
+
+    def __init__(self, path: str, error_type: str, message: str) -> None:
+        self.path = path
+        self.error_type = error_type
+        self.error_message = message
+        super().__init__(f"sub-workflow failed at {path}: {error_type}: {message}")
+
+
+class RunFailedError(DurableFlowError):
+    """Raised by ``RunResult.raise_for_status()`` for a failed run."""
+
+    def __init__(self, run_id: str, error_type: str, message: str, node: str | None) -> None:
+        self.run_id = run_id
+        self.error_type = error_type
+        self.error_message = message
+        self.node = node
+        where = f" in node {node!r}" if node else ""
+        super().__init__(f"run {run_id} failed{where}: {error_type}: {message}")
+
+
+class RunNotFoundError(DurableFlowError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r}")
+
+
+class CheckpointNotFoundError(DurableFlowError):
+    """No checkpoint with this id exists for the run."""
+
+    def __init__(self, run_id: str, checkpoint_id: str) -> None:
+        self.run_id = run_id
+        self.checkpoint_id = checkpoint_id
+        super().__init__(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+
+
+class RunNotResumableError(DurableFlowError):
+    """The run has ended (completed or cancelled) and cannot continue."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} is {status} and cannot be resumed; fork it instead")
+
+
+class InvalidResponseError(DurableFlowError):
+    """An answer does not validate against the request's response type."""
+
+    def __init__(self, request_id: str, reason: str, schema: object = None) -> None:
+        self.request_id = request_id
+        self.reason = reason
+        self.schema = schema
+        super().__init__(f"answer to request {request_id!r} is invalid: {reason}")
+
+
+class UnknownRequestError(DurableFlowError):
+    """An answer names a request that is not pending on the run."""
+
+    def __init__(self, run_id: str, request_id: str) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        super().__init__(f"run {run_id} has no pending request {request_id!r}")
+
+
+class StoreError(DurableFlowError):
+    """The checkpoint store failed."""
+
+
+class SerializationError(StoreError):
+    """A value cannot be encoded for the store (raised at write time)."""
+
+    def __init__(self, node: str, field: str, reason: str) -> None:
+        self.node = node
+        self.field = field
+        self.reason = reason
+        super().__init__(f"cannot store field {field!r} written by {node!r}: {reason}")
+
+
+class CheckpointCorruptedError(StoreError):
+    """A stored row cannot be read back (bad bytes, unknown type tag)."""
+
+    def __init__(self, run_id: str, checkpoint_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        super().__init__(f"checkpoint {checkpoint_id} of run {run_id} is corrupted: {reason}")
+
+
+class SchemaVersionError(StoreError):
+    """The database schema is newer than this version of durable-flow."""
+
+    def __init__(self, database_version: str, code_version: str) -> None:
+        self.database_version = database_version
+        self.code_version = code_version
+        super().__init__(
+            f"database schema version {database_version} is newer than this "
+            f"durable-flow's {code_version}; upgrade durable-flow to open it"
+        )
+
+
+class RunLockedError(StoreError):
+    """Another runtime holds a live lease on the run."""
+
+    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+        super().__init__(
+            f"run {run_id} is being executed by {owner} (lease expires in {expires_in:.1f}s)"
+        )
+
+
+class LeaseLostError(StoreError):
+    """Our lease on the run expired and another runtime took it; nothing was written."""
+
+    def __init__(self, run_id: str, epoch: int) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(
+            f"lost the lease on run {run_id} (epoch {epoch}); another runtime took it over"
+        )
+
+
+class ModelError(DurableFlowError):
+    """A chat model call failed, or its reply could not be used."""
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        self.raw = raw
+        super().__init__(message if raw is None else f"{message}; raw reply: {raw!r}")
