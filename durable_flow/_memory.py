@@ -296,11 +296,11 @@ class MemoryStore:
         del self._checkpoints[meta.id]
         self._threads[(meta.run_id, meta.thread)].remove(meta.id)
         self._task_writes.pop((meta.run_id, meta.id), None)
-        for key in [k for k in self._steps if k[0] == meta.run_id and k[1] == meta.id]:
-            del self._steps[key]
-        for key in [k for k, r in self._requests.items()
-                    if r.run_id == meta.run_id and r.checkpoint_id == meta.id]:
-            del self._requests[key]
+        for step_key in [k for k in self._steps if k[0] == meta.run_id and k[1] == meta.id]:
+            del self._steps[step_key]
+        for req_key in [k for k, r in self._requests.items()
+                        if r.run_id == meta.run_id and r.checkpoint_id == meta.id]:
+            del self._requests[req_key]
 
     def _drop_unreferenced_values(self) -> None:
         used = {(m.run_id, m.thread, ch, v)

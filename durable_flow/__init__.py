@@ -1,0 +1,107 @@
+"""durable-flow: durable multi-agent workflows on a typed blackboard.
+
+A workflow is a graph of nodes sharing one ``Blackboard``; it runs in
+supersteps and every superstep is committed to a checkpoint store, so runs
+survive crashes, wait for people, and can be resumed or forked.
+"""
+
+from ._blackboard import Blackboard
+from ._builder import WorkflowBuilder
+from ._context import NodeContext
+from ._graph import END, Command, Workflow
+from ._memory import MemoryStore
+from ._messages import Message, ToolCall
+from ._records import (
+    CheckpointInfo,
+    CheckpointRef,
+    ErrorInfo,
+    Event,
+    PendingRequest,
+    RunInfo,
+    RunResult,
+    RunStatus,
+    Snapshot,
+)
+from ._reducers import add, append, merge
+from ._retry import RetryPolicy
+from ._runtime import Runtime
+from ._store import CheckpointStore
+from .errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    ConflictingUpdateError,
+    DuplicateStepError,
+    DurableFlowError,
+    ExpressionError,
+    InvalidGotoError,
+    InvalidInputError,
+    InvalidResponseError,
+    LeaseLostError,
+    ModelError,
+    RunFailedError,
+    RunLockedError,
+    RunNotFoundError,
+    RunNotResumableError,
+    SchemaVersionError,
+    SerializationError,
+    StateUpdateError,
+    StoreError,
+    SubworkflowError,
+    SuperstepLimitError,
+    UnknownRequestError,
+    WorkflowMismatchError,
+    WorkflowValidationError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "END",
+    "Blackboard",
+    "CheckpointCorruptedError",
+    "CheckpointInfo",
+    "CheckpointNotFoundError",
+    "CheckpointRef",
+    "CheckpointStore",
+    "Command",
+    "ConflictingUpdateError",
+    "DuplicateStepError",
+    "DurableFlowError",
+    "ErrorInfo",
+    "Event",
+    "ExpressionError",
+    "InvalidGotoError",
+    "InvalidInputError",
+    "InvalidResponseError",
+    "LeaseLostError",
+    "MemoryStore",
+    "Message",
+    "ModelError",
+    "NodeContext",
+    "PendingRequest",
+    "RetryPolicy",
+    "RunFailedError",
+    "RunInfo",
+    "RunLockedError",
+    "RunNotFoundError",
+    "RunNotResumableError",
+    "RunResult",
+    "RunStatus",
+    "Runtime",
+    "SchemaVersionError",
+    "SerializationError",
+    "Snapshot",
+    "StateUpdateError",
+    "StoreError",
+    "SubworkflowError",
+    "SuperstepLimitError",
+    "ToolCall",
+    "UnknownRequestError",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowMismatchError",
+    "WorkflowValidationError",
+    "add",
+    "append",
+    "merge",
+]

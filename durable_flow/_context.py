@@ -1,0 +1,171 @@
+"""NodeContext: what a running node can do besides returning an update."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from ._clock import utcnow
+from ._messages import Message
+from ._serde import decode, encode
+from ._store import RequestRow, StepRow
+from .errors import DuplicateStepError, SerializationError
+
+if TYPE_CHECKING:
+    import structlog
+
+    from ._engine import RunContext
+
+__all__ = ["Interrupt", "NodeContext"]
+
+T = TypeVar("T")
+
+
+class Interrupt(BaseException):
+    """Raised inside a node to pause it; user code must not swallow it.
+
+    A ``BaseException`` so ``except Exception`` in a node does not catch it.
+    """
+
+    def __init__(self, requests: list[RequestRow]) -> None:
+        super().__init__("waiting for input")
+        self.requests = requests
+
+
+@dataclass
+class TaskIO:
+    """Per-task durable records: recorded answers and step results."""
+
+    run: RunContext
+    checkpoint_id: str
+    thread: str
+    request_prefix: str
+    answered: dict[int, RequestRow] = field(default_factory=dict)
+    steps: dict[str, bytes] = field(default_factory=dict)
+
+
+class NodeContext:
+    """Passed to a node as its second argument.
+
+    ``run_id``, ``node`` (qualified path such as ``review.legal.approve``),
+    ``superstep``, ``history`` (this node's own messages) and ``log`` (a
+    structlog logger bound to run, node and superstep).
+    """
+
+    def __init__(
+        self,
+        *,
+        io: TaskIO,
+        node: str,
+        superstep: int,
+        history: list[Message],
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self._io = io
+        self.run_id = io.run.run_id
+        self.node = node
+        self.superstep = superstep
+        self._history = history
+        self.remembered: list[Message] = []
+        self.log = log
+        self._request_index = 0
+        self._step_names: set[str] = set()
+
+    @property
+    def history(self) -> list[Message]:
+        """The node's own messages so far (including ``remember``-ed ones)."""
+        return [*self._history, *self.remembered]
+
+    def remember(self, *messages: Message) -> None:
+        """Append messages to this node's own history only."""
+        for m in messages:
+            self.remembered.append(m if isinstance(m, Message) else Message.model_validate(m))
+
+    @overload
+    async def request(self, payload: Any, response_type: type[T]) -> T: ...
+
+    @overload
+    async def request(self, payload: Any) -> Any: ...
+
+    async def request(self, payload: Any, response_type: Any = Any) -> Any:
+        """Ask a person; returns the answer, coerced into ``response_type``.
+
+        The first time, the node stops here and the run waits. When the run is
+        resumed with an answer the node runs again from the top, and each
+        ``request`` call returns its recorded answer in order.
+        """
+        index = self._request_index
+        self._request_index += 1
+        adapter: TypeAdapter[Any] = TypeAdapter(response_type)
+        row = self._io.answered.get(index)
+        if row is not None and row.answer is not None:
+            return adapter.validate_python(decode(row.answer))
+        if row is None:
+            row = self._new_request(index, payload, adapter)
+        raise Interrupt([row])
+
+    def _new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
+        try:
+            data = encode(payload)
+        except TypeError as exc:
+            raise SerializationError(self.node, "request payload", str(exc)) from None
+        schema = orjson.dumps(adapter.json_schema())
+        rid = f"{self._io.request_prefix}{self.node.rsplit('.', 1)[-1]}@{self.superstep}#{index}"
+        return RequestRow(
+            id=rid, run_id=self.run_id, workflow_name=self._io.run.workflow_name,
+            thread=self._io.thread, checkpoint_id=self._io.checkpoint_id, node=self.node,
+            index=index, payload=data, response_schema=schema, created_at=utcnow())
+
+    async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
+                   **kwargs: Any) -> T:
+        """Run a durable side effect once; later runs of this task get the recorded result.
+
+        ``fn`` may be sync or async; its result must be storable. If ``fn``
+        has a return annotation, the recorded result is validated into it.
+        """
+        if name in self._step_names:
+            raise DuplicateStepError(self.node, name)
+        self._step_names.add(name)
+        adapter = _return_adapter(fn)
+        recorded = self._io.steps.get(name)
+        if recorded is None:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            try:
+                recorded = encode(result)
+            except TypeError as exc:
+                raise SerializationError(self.node, f"step {name!r}", str(exc)) from None
+            await self._io.run.put_step(StepRow(
+                run_id=self.run_id, checkpoint_id=self._io.checkpoint_id, node=self.node,
+                name=name, data=recorded, created_at=utcnow()))
+            self._io.steps[name] = recorded
+        value = decode(recorded)
+        if adapter is None:
+            return cast(T, value)
+        try:
+            return cast(T, adapter.validate_python(value))
+        except ValidationError:
+            return cast(T, value)
+
+
+def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        return None
+    ret = hints.get("return")
+    if ret is None or ret is type(None):
+        return None
+    origin = getattr(ret, "__origin__", None)
+    if origin is not None and getattr(origin, "__name__", "") in ("Awaitable", "Coroutine"):
+        ret = ret.__args__[-1]
+    try:
+        return TypeAdapter(ret)
+    except Exception:
+        return None

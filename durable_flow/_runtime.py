@@ -1,0 +1,339 @@
+"""Runtime: the public entry point that starts, resumes, inspects and forks runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from ._blackboard import Blackboard
+from ._clock import utcnow
+from ._engine import RunContext, ThreadOutcome, ThreadRunner
+from ._graph import Workflow
+from ._ids import new_id, new_run_id
+from ._inspect import Inspector, to_pending
+from ._records import (
+    CheckpointInfo,
+    Event,
+    PendingRequest,
+    RunInfo,
+    RunResult,
+    RunStatus,
+    Snapshot,
+)
+from ._responses import check_responses
+from ._routing import Completed, route, route_entry
+from ._state import input_values
+from ._store import CheckpointStore, Lease, RunRecord, RunUpdate
+from .errors import (
+    InvalidInputError,
+    LeaseLostError,
+    RunLockedError,
+    RunNotFoundError,
+    RunNotResumableError,
+    WorkflowMismatchError,
+)
+
+__all__ = ["Runtime"]
+
+EventSink = Callable[[Event], None]
+
+
+class Runtime:
+    """Runs workflows durably on a checkpoint store.
+
+    Use as ``async with Runtime(store) as rt``. ``lease_ttl`` is how long a
+    run's lease lives without renewal; it is renewed while the run executes,
+    so another process can take over a run only after its holder died.
+    """
+
+    def __init__(self, store: CheckpointStore, *, lease_ttl: float = 30.0,
+                 owner: str | None = None) -> None:
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
+        self._active: dict[str, asyncio.Task[Any]] = {}
+        self._inspect = Inspector(store)
+
+    async def __aenter__(self) -> Runtime:
+        await self.store.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.store.close()
+
+    # starting and continuing --------------------------------------------------
+    async def run(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
+                  *, run_id: str | None = None, max_supersteps: int | None = None,
+                  workflow_ref: str | None = None) -> RunResult:
+        """Start a run and execute it until it completes, waits or fails."""
+        return await _last(self.stream(workflow, input, run_id=run_id,
+                                       max_supersteps=max_supersteps, workflow_ref=workflow_ref))
+
+    async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
+                     *, run_id: str | None = None, max_supersteps: int | None = None,
+                     workflow_ref: str | None = None) -> AsyncIterator[Event]:
+        """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
+        run_id = run_id or new_run_id()
+        if await self.store.get_run(run_id) is not None:
+            raise InvalidInputError(f"run {run_id} already exists; resume it instead")
+        try:
+            values = input_values(workflow.schema, input or {})
+        except ValueError as exc:
+            raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
+        limit = max_supersteps or workflow.max_supersteps
+        now = utcnow()
+        lease = Lease(run_id, self.owner, 1, now + timedelta(seconds=self.lease_ttl))
+
+        async def start(rc: RunContext) -> ThreadOutcome:
+            runner = ThreadRunner(rc, workflow, max_supersteps=limit)
+            write, state = runner.first_checkpoint(
+                values, route_entry(workflow, workflow.schema.build(values)))
+            record = RunRecord(
+                run_id=run_id, workflow_name=workflow.name, status=RunStatus.RUNNING,
+                created_at=now, updated_at=now, head_checkpoint_id=write.meta.id,
+                signature=workflow.signature, max_supersteps=limit, workflow_ref=workflow_ref)
+            await self.store.create_run(record, [write], lease)
+            rc.emit("run_started", "", 0, workflow=workflow.name, input=sorted(values))
+            if not state.meta.next_tasks:
+                await rc.commit(run=RunUpdate(RunStatus.COMPLETED, release=True))
+            return await runner.run(state)
+
+        async for event in self._execute(workflow, lease, start):
+            yield event
+
+    async def resume(self, workflow: Workflow, run_id: str, *,
+                     responses: Mapping[str, Any] | None = None,
+                     allow_mismatch: bool = False) -> RunResult:
+        """Continue a run from its head: after a crash, a failure, or with answers."""
+        return await _last(self.stream_resume(workflow, run_id, responses=responses,
+                                              allow_mismatch=allow_mismatch))
+
+    async def stream_resume(self, workflow: Workflow, run_id: str, *,
+                            responses: Mapping[str, Any] | None = None,
+                            allow_mismatch: bool = False) -> AsyncIterator[Event]:
+        """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``."""
+        record = await self._resumable(workflow, run_id, allow_mismatch)
+        answers, skipped = await check_responses(self.store, record, responses or {})
+        lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
+
+        async def go(rc: RunContext) -> ThreadOutcome:
+            await rc.commit(answers=answers,
+                            run=RunUpdate(RunStatus.RUNNING, error=None) if answers or
+                            record.status is not RunStatus.WAITING else None)
+            for rid in answers:
+                rc.emit("request_answered", "", 0, request_id=rid)
+            runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
+            state = await runner.load(record.head_checkpoint_id or "")
+            return await runner.run(state)
+
+        del skipped
+        async for event in self._execute(workflow, lease, go):
+            yield event
+
+    async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
+                   update: Mapping[str, Any] | None = None,
+                   allow_mismatch: bool = False) -> RunResult:
+        """Start a new run from a checkpoint of ``run_id`` (``update`` applied first)."""
+        from ._fork import prepare_fork
+
+        source = await self._require(run_id)
+        self._check_signature(workflow, source, allow_mismatch)
+        new_run = new_run_id()
+        now = utcnow()
+        lease = Lease(new_run, self.owner, 1, now + timedelta(seconds=self.lease_ttl))
+
+        async def go(rc: RunContext) -> ThreadOutcome:
+            state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
+            rc.emit("run_started", "", state.meta.superstep, workflow=workflow.name,
+                    forked_from=checkpoint_id)
+            runner = ThreadRunner(rc, workflow, max_supersteps=source.max_supersteps)
+            return await runner.run(state)
+
+        return await _last(self._execute(workflow, lease, go))
+
+    async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
+                           as_node: str | None = None) -> str:
+        """Write a new head checkpoint through the reducers, as if ``as_node`` wrote it."""
+        from ._fork import apply_update
+
+        record = await self._require(run_id)
+        self._check_signature(workflow, record, False)
+        if as_node is not None and as_node not in workflow.nodes:
+            raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
+        lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
+        rc = RunContext(self.store, lease, workflow.name, lambda e: None)
+        try:
+            runner = ThreadRunner(rc, workflow)
+            state = await runner.load(record.head_checkpoint_id or "")
+            values_, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
+            snapshot = workflow.schema.build(values_)
+            if as_node is not None:
+                routed = route(workflow, snapshot, [Completed(as_node)], state.meta.joins)
+            else:
+                from ._routing import Routed
+
+                routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
+            await rc.commit(drop_open_requests=True)
+            new = await runner._commit_loop(
+                state, state.meta.superstep + 1, values_, state.histories, changed, appended,
+                routed, (as_node,) if as_node else (), source="update")
+            status = RunStatus.WAITING if new.meta.next_tasks else RunStatus.COMPLETED
+            await rc.commit(run=RunUpdate(status, head_checkpoint_id=new.meta.id, release=True))
+            return new.meta.id
+        finally:
+            await self.store.release_lease(rc.lease)
+
+    # the execution wrapper ---------------------------------------------------
+    async def _execute(self, workflow: Workflow, lease: Lease,
+                       body: Callable[[RunContext], Any]) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait)
+        task = asyncio.create_task(self._guarded(rc, workflow, body))
+        self._active[lease.run_id] = task
+        renew = asyncio.create_task(self._renew(rc))
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            result = task.result()
+            yield result
+        finally:
+            renew.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            self._active.pop(lease.run_id, None)
+
+    async def _guarded(self, rc: RunContext, workflow: Workflow,
+                       body: Callable[[RunContext], Any]) -> Event:
+        try:
+            outcome: ThreadOutcome = await body(rc)
+        except asyncio.CancelledError:
+            await self.store.cancel_run(rc.run_id)
+            result = await self._result(workflow, rc.run_id)
+            return self._final(rc, "run_cancelled", result)
+        except LeaseLostError:
+            record = await self.store.get_run(rc.run_id)
+            if record is not None and record.status is RunStatus.CANCELLED:
+                return self._final(rc, "run_cancelled", await self._result(workflow, rc.run_id))
+            raise
+        result = await self._result(workflow, rc.run_id, outcome)
+        kind = {RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
+                RunStatus.FAILED: "run_failed"}[outcome.status]
+        return self._final(rc, kind, result)
+
+    def _final(self, rc: RunContext, kind: Any, result: RunResult) -> Event:
+        return Event(kind=kind, run_id=rc.run_id, namespace="", superstep=0, node=None,
+                     ts=utcnow(), data={"status": result.status.value}, result=result)
+
+    async def _renew(self, rc: RunContext) -> None:
+        with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(self.lease_ttl / 3)
+                rc.lease = await self.store.renew_lease(rc.lease, self.lease_ttl)
+
+    async def _result(self, workflow: Workflow, run_id: str,
+                      outcome: ThreadOutcome | None = None) -> RunResult:
+        record = await self._require(run_id)
+        if outcome is not None:
+            state = outcome.state
+        else:
+            rc = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name,
+                            lambda e: None)
+            state = await ThreadRunner(rc, workflow).load(record.head_checkpoint_id or "")
+        open_rows = await self.store.get_requests(run_id, open_only=True)
+        return RunResult(
+            run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),
+            pending_requests=tuple(to_pending(r) for r in open_rows),
+            checkpoint_id=record.head_checkpoint_id or state.meta.id, error=record.error)
+
+    # inspection ---------------------------------------------------------------
+    async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,
+                        namespace: str = "") -> Snapshot:
+        """The readable state of a run at a checkpoint (default: the head)."""
+        return await self._inspect.snapshot(run_id, checkpoint_id, namespace)
+
+    async def history(self, run_id: str, *, namespace: str = "") -> list[CheckpointInfo]:
+        """Checkpoints of a run (one namespace), newest first."""
+        return await self._inspect.history(run_id, namespace)
+
+    async def list_runs(self, *, status: RunStatus | str | None = None,
+                        workflow_name: str | None = None) -> list[RunInfo]:
+        """Runs, newest first, filtered by status and workflow name."""
+        return await self._inspect.runs(status, workflow_name)
+
+    async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
+        """Every open request across all runs and nesting levels, oldest first."""
+        return [to_pending(r) for r in await self.store.pending_requests(
+            workflow_name=workflow_name)]
+
+    async def cancel(self, run_id: str) -> RunInfo:
+        """Cancel a run: at once when waiting; a running run's tasks are cancelled."""
+        record = await self._require(run_id)
+        if record.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+            raise RunNotResumableError(run_id, record.status.value)
+        task = self._active.get(run_id)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        else:
+            await self.store.cancel_run(run_id)
+        return self._inspect.info(await self._require(run_id))
+
+    async def recover(self, workflow: Workflow) -> list[RunResult]:
+        """Resume this workflow's ``running`` runs whose lease has expired."""
+        results = []
+        now = utcnow()
+        for record in await self.store.list_runs(status=RunStatus.RUNNING,
+                                                 workflow_name=workflow.name):
+            if record.lease_expires_at is not None and record.lease_expires_at > now:
+                continue
+            with contextlib.suppress(RunLockedError):
+                results.append(await self.resume(workflow, record.run_id))
+        return results
+
+    async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,
+                    older_than: timedelta | None = None) -> int:
+        """Remove old checkpoints; never a head, pending requests or needed data."""
+        if keep_last is None and older_than is None:
+            raise InvalidInputError("prune needs keep_last, older_than or both")
+        if keep_last is not None and keep_last < 1:
+            raise InvalidInputError("keep_last must be at least 1")
+        cutoff = utcnow() - older_than if older_than is not None else None
+        return await self.store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff)
+
+    # helpers ----------------------------------------------------------------------
+    async def _require(self, run_id: str) -> RunRecord:
+        record = await self.store.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(run_id)
+        return record
+
+    async def _resumable(self, workflow: Workflow, run_id: str, allow: bool) -> RunRecord:
+        record = await self._require(run_id)
+        if record.status.is_final:
+            raise RunNotResumableError(run_id, record.status.value)
+        self._check_signature(workflow, record, allow)
+        return record
+
+    @staticmethod
+    def _check_signature(workflow: Workflow, record: RunRecord, allow: bool) -> None:
+        if not allow and record.signature != workflow.signature:
+            raise WorkflowMismatchError(record.run_id, record.signature, workflow.signature)
+
+
+async def _last(events: AsyncIterator[Event | RunResult]) -> RunResult:
+    last: Any = None
+    async for event in events:
+        last = event
+    if isinstance(last, Event) and last.result is not None:
+        return last.result
+    raise RuntimeError("the run ended without a result")  # pragma: no cover
+

@@ -1,0 +1,107 @@
+"""In-memory state of one thread, and its translation to and from store rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from ._blackboard import Blackboard, StateSchema
+from ._messages import Message
+from ._serde import UnknownTagError, decode, encode
+from ._store import CheckpointMeta, LoadedCheckpoint
+from .errors import CheckpointCorruptedError, SerializationError
+
+__all__ = ["HISTORY_PREFIX", "ThreadState", "decode_checkpoint", "encode_field"]
+
+HISTORY_PREFIX = "history:"
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@dataclass
+class ThreadState:
+    """A thread's head as the engine holds it: typed values and their bytes."""
+
+    meta: CheckpointMeta
+    values: dict[str, Any]
+    histories: dict[str, list[Message]]
+    value_bytes: dict[str, bytes] = field(default_factory=dict)
+
+    def blackboard(self, schema: StateSchema) -> Blackboard:
+        """A frozen Blackboard instance of the current values."""
+        return schema.build(self.values)
+
+
+def encode_field(node: str, name: str, value: Any) -> bytes:
+    """Encode one field value; failures name the node and field."""
+    try:
+        return encode(value)
+    except TypeError as exc:
+        raise SerializationError(node, name, str(exc)) from None
+
+
+def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
+    """Plain values and node histories of a checkpoint, without any schema."""
+    meta = loaded.meta
+    try:
+        raw: dict[str, Any] = {ch: decode(b) for ch, b in loaded.values.items()}
+        histories: dict[str, list[Message]] = {}
+        for channel, length in meta.log_lengths.items():
+            items = _concat(loaded.logs.get(channel, []), length)
+            if channel.startswith(HISTORY_PREFIX):
+                histories[channel[len(HISTORY_PREFIX):]] = _MESSAGES.validate_python(items)
+            else:
+                raw[channel] = items
+    except (orjson.JSONDecodeError, UnknownTagError, ValidationError, ValueError) as exc:
+        raise CheckpointCorruptedError(meta.run_id, meta.id, _reason(exc)) from None
+    return raw, histories
+
+
+def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
+    """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
+    raw, histories = decode_raw(loaded)
+    try:
+        state = schema.cls.model_validate(raw)
+    except ValidationError as exc:
+        raise CheckpointCorruptedError(loaded.meta.run_id, loaded.meta.id, _reason(exc)) from None
+    values = {name: getattr(state, name) for name in schema.fields}
+    if schema.free_form and state.model_extra:
+        values.update(state.model_extra)
+    return ThreadState(meta=loaded.meta, values=values, histories=histories,
+                       value_bytes=dict(loaded.values))
+
+
+def _concat(chunks: list[bytes], length: int) -> list[Any]:
+    items: list[Any] = []
+    for chunk in chunks:
+        part = decode(chunk)
+        if not isinstance(part, list):
+            raise ValueError("a log chunk is not a JSON array")
+        items.extend(part)
+    if len(items) < length:
+        raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
+    return items[:length]
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def history_channel(node: str) -> str:
+    """The log channel holding ``node``'s own message history."""
+    return HISTORY_PREFIX + node
+
+
+def input_values(schema: StateSchema, data: Mapping[str, Any] | Blackboard) -> dict[str, Any]:
+    """Validate run input into typed values (all fields, defaults filled)."""
+    if isinstance(data, Blackboard):
+        data = {k: getattr(data, k) for k in data.model_fields_set} | (data.model_extra or {})
+    state = schema.cls.model_validate(dict(data))
+    values = {name: getattr(state, name) for name in schema.fields}
+    if schema.free_form and state.model_extra:
+        values.update(state.model_extra)
+    return values
