@@ -371,9 +371,7 @@ class _Lexer:
             return self._err("unexpected '.'", start)
         if ch in _BAD_CHARS:
             if src.startswith("**", start) or src.startswith("//", start):
-                return self._err(
-                    f"arithmetic operator {src[start : start + 2]!r} is not supported", start
-                )
+                return self._err(f"arithmetic operator {src[start : start + 2]!r} is not supported", start)
             return self._err(_BAD_CHARS[ch], start)
         return self._err(f"unexpected character {ch!r}", start)
 
@@ -410,9 +408,7 @@ class _Lexer:
             if self.pos < n and src[self.pos] in _NAME_START:
                 segment = self._name()
                 if segment.startswith("_"):
-                    return self._err(
-                        f"names starting with '_' cannot be read: {segment!r}", seg_start
-                    )
+                    return self._err(f"names starting with '_' cannot be read: {segment!r}", seg_start)
             elif self.pos < n and src[self.pos] in _DIGITS:
                 while self.pos < n and src[self.pos] in _DIGITS:
                     self.pos += 1
@@ -538,9 +534,7 @@ class _Parser:
         node = self.or_expr()
         token = self.peek()
         if token.kind != "eof":
-            raise self.error(
-                f"unexpected {_describe(token)} after a complete expression", token.pos
-            )
+            raise self.error(f"unexpected {_describe(token)} after a complete expression", token.pos)
         return node
 
     def or_expr(self) -> _Node:
@@ -586,9 +580,7 @@ class _Parser:
         right = self.operand()
         again = self.comparison_op()
         if again is not None:
-            raise self.error(
-                "chained comparisons are not supported; combine them with 'and'", again[1].pos
-            )
+            raise self.error("chained comparisons are not supported; combine them with 'and'", again[1].pos)
         return _Compare(op, left, right)
 
     def operand(self) -> _Node:
@@ -597,9 +589,7 @@ class _Parser:
         if token.kind == "(":
             raise self.error("function calls are not supported", token.pos)
         if token.kind == "[":
-            raise self.error(
-                "subscripts are not supported; use a dotted path like 'items.0'", token.pos
-            )
+            raise self.error("subscripts are not supported; use a dotted path like 'items.0'", token.pos)
         if token.kind == "-":
             raise self.error("arithmetic operator '-' is not supported", token.pos)
         if token.kind in ("num", "str", "lit", "path"):
@@ -714,13 +704,9 @@ class Expression:
 
 def _parse(source: str) -> tuple[_Node, frozenset[str]]:
     if not isinstance(source, str):
-        raise ExpressionError(
-            repr(source), f"an expression must be a string, not {type(source).__name__}", 0
-        )
+        raise ExpressionError(repr(source), f"an expression must be a string, not {type(source).__name__}", 0)
     if len(source) > MAX_LENGTH:
-        raise ExpressionError(
-            source, f"expression is longer than {MAX_LENGTH} characters", MAX_LENGTH
-        )
+        raise ExpressionError(source, f"expression is longer than {MAX_LENGTH} characters", MAX_LENGTH)
     parser = _Parser(source, _Lexer(source).run())
     node = parser.parse()
     return node, frozenset(parser.paths)

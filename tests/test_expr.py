@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
@@ -244,7 +244,7 @@ def test_resolve_path_never_reads_non_field_attributes() -> None:
 
 
 def test_resolve_path_reads_model_extra() -> None:
-    loose = Loose(declared=2, extra_field={"deep": [7]})  # type: ignore[call-arg]
+    loose = Loose(declared=2, extra_field={"deep": [7]})
     assert resolve_path(loose, "declared") == 2
     assert resolve_path(loose, "extra_field.deep.0") == 7
     assert resolve_path(loose, "not_there") is None
@@ -308,7 +308,7 @@ def test_resolve_path_on_scalars_strings_and_bad_paths() -> None:
     assert resolve_path({"a": 1}, "a..b") is None
     assert resolve_path({"": 1}, "") is None
     assert resolve_path([1], "9" * 5000) is None
-    assert resolve_path([1], "٠") is None  # non-ASCII digit is not an index
+    assert resolve_path([1], "\u0660") is None  # non-ASCII digit is not an index
 
 
 def test_resolve_path_survives_hostile_mappings() -> None:
@@ -351,10 +351,10 @@ def test_expression_is_immutable_and_picklable() -> None:
     with pytest.raises(AttributeError):
         expr.source = "y"  # type: ignore[misc]
     with pytest.raises(AttributeError):
-        expr.anything = 1  # type: ignore[attr-defined]
+        expr.anything = 1
     with pytest.raises(AttributeError):
-        del expr.source  # type: ignore[misc]
-    clone = pickle.loads(pickle.dumps(expr))  # noqa: S301
+        del expr.source
+    clone = pickle.loads(pickle.dumps(expr))
     assert clone == expr and clone({"x": 2}) is True
     assert copy.deepcopy(expr) == expr
 
@@ -426,9 +426,7 @@ def test_expression_is_immutable_and_picklable() -> None:
         ("é == 1", 0, "unexpected character"),
     ],
 )
-def test_rejected_construct_reports_reason_and_position(
-    source: str, position: int, reason_part: str
-) -> None:
+def test_rejected_construct_reports_reason_and_position(source: str, position: int, reason_part: str) -> None:
     err = rejects(source)
     assert err.position == position, err.reason
     assert reason_part in err.reason
@@ -592,9 +590,9 @@ TOKENS = [
 token_text = st.lists(st.sampled_from(TOKENS), max_size=120).flatmap(
     lambda parts: st.sampled_from([" ".join(parts), "".join(parts)])
 )
-deep_text = st.tuples(
-    st.integers(0, 120), st.sampled_from(["(", "[", "not ", "-", "not ("]), token_text
-).map(lambda t: t[1] * t[0] + t[2])
+deep_text = st.tuples(st.integers(0, 120), st.sampled_from(["(", "[", "not ", "-", "not ("]), token_text).map(
+    lambda t: t[1] * t[0] + t[2]
+)
 
 FUZZ = settings(
     max_examples=300,
@@ -647,32 +645,45 @@ atoms = st.one_of(
     paths,
     st.integers(-(10**30), 10**30).map(str),
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
-    st.text(max_size=10).map(_quote),
+    st.text(max_size=6).map(_quote),
     st.sampled_from(["true", "false", "True", "False", "null", "None"]),
 )
 COMPARISONS = ["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 
 
-def _expressions(depth: int) -> st.SearchStrategy[str]:
-    if depth == 0:
-        primary: st.SearchStrategy[str] = atoms
-    else:
-        inner = _expressions(depth - 1)
-        primary = st.one_of(
-            atoms,
-            inner.map(lambda e: f"({e})"),
-            st.lists(inner, max_size=3).map(lambda es: "[" + ", ".join(es) + "]"),
-        )
-    comparison = st.one_of(
-        primary,
-        st.builds(lambda a, op, b: f"{a} {op} {b}", primary, st.sampled_from(COMPARISONS), primary),
-    )
-    negated = st.builds(lambda n, c: "not " * n + c, st.integers(0, 2), comparison)
-    conj = st.lists(negated, min_size=1, max_size=3).map(" and ".join)
-    return st.lists(conj, min_size=1, max_size=3).map(" or ".join)
+def _draw_expression(draw: st.DrawFn, depth: int) -> str:
+    """Draw source text from the grammar: or_expr, nested at most ``depth`` levels."""
+
+    def primary() -> str:
+        kind = draw(st.integers(0, 2)) if depth > 0 else 0
+        if kind == 1:
+            return "(" + _draw_expression(draw, depth - 1) + ")"
+        if kind == 2:
+            count = draw(st.integers(0, 2))
+            return "[" + ", ".join(_draw_expression(draw, depth - 1) for _ in range(count)) + "]"
+        return draw(atoms)
+
+    def comparison() -> str:
+        left = primary()
+        if draw(st.booleans()):
+            return f"{left} {draw(st.sampled_from(COMPARISONS))} {primary()}"
+        return left
+
+    def negated() -> str:
+        return "not " * draw(st.integers(0, 2)) + comparison()
+
+    def conj() -> str:
+        return " and ".join(negated() for _ in range(draw(st.integers(1, 2))))
+
+    return " or ".join(conj() for _ in range(draw(st.integers(1, 2))))
 
 
-well_formed = _expressions(3)
+@st.composite
+def well_formed(draw: st.DrawFn) -> str:
+    source = _draw_expression(draw, draw(st.integers(0, 3)))
+    assume(len(source) <= MAX_LENGTH)
+    return source
+
 
 json_scalars = st.one_of(
     st.none(),
@@ -695,8 +706,8 @@ states = st.one_of(
 )
 
 
-@FUZZ
-@given(well_formed, states)
+@settings(FUZZ, max_examples=120)
+@given(well_formed(), states)
 def test_fuzz_well_formed_expressions_evaluate_without_raising(source: str, state: Any) -> None:
     expr = parse_expression(source)
     assert expr.source == source

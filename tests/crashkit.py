@@ -1,0 +1,198 @@
+"""Workflows for the crash tests, and the child process that runs and kills itself.
+
+The child is started as ``python tests/crashkit.py DB RUN_ID SCENARIO POINT LOGFILE``;
+it runs the scenario's workflow on the SQLite file and SIGKILLs itself at the
+chosen point. Nodes append one line per execution to LOGFILE, so the parent
+can count what ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from durable_flow import (  # noqa: E402
+    END,
+    Blackboard,
+    Runtime,
+    WorkflowBuilder,
+    add,
+    append,
+)
+from durable_flow._sqlite import SqliteStore  # noqa: E402
+
+LOG = Path(os.environ.get("CRASH_LOG", "/dev/null"))
+POINT = os.environ.get("CRASH_POINT", "")
+
+
+def record(line: str) -> None:
+    """Append one execution record (flushed and fsynced before going on)."""
+    with LOG.open("a") as fh:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def die() -> None:
+    """Die like a power cut: no cleanup, no flush."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Work(Blackboard):
+    log: Annotated[list[str], append] = []
+    count: Annotated[int, add] = 0
+    rounds: int = 6
+
+
+def _node(name: str) -> Any:
+    async def fn(state: Work, ctx: Any) -> dict[str, Any]:
+        if POINT == f"after_commit:{ctx.superstep - 1}":
+            die()  # superstep - 1 is committed; nothing of this one has happened
+        record(f"{name}@{ctx.superstep}")
+        if POINT == f"inside:{name}:{ctx.superstep}":
+            die()
+        if POINT == f"sibling:{name}":
+            await asyncio.sleep(0.6)  # the fast siblings' writes are saved meanwhile
+            die()
+        return {"log": [f"{name}@{ctx.superstep}"], "count": 1}
+
+    fn.__name__ = name
+    return fn
+
+
+def parallel_workflow() -> Any:
+    """start -> a, b, c (fan-out) -> join -> loop (until count reaches rounds) -> END."""
+    b = WorkflowBuilder("crash-parallel", state=Work)
+    for name in ("start", "a", "b", "c", "join", "loop"):
+        b.add_node(name, _node(name))
+    b.set_entry("start")
+    for name in ("a", "b", "c"):
+        b.add_edge("start", name)
+    b.add_fan_in(["a", "b", "c"], "join")
+    b.add_edge("join", "loop")
+    b.add_switch("loop", [("count < rounds + 4", "loop")], default=END)
+    return b.build()
+
+
+class Approval(Blackboard):
+    draft: str = ""
+    approved: bool = False
+    published: int = 0
+
+
+def approval_workflow() -> Any:
+    """write -> approve (asks a person) -> publish (a durable step)."""
+    b = WorkflowBuilder("crash-approval", state=Approval)
+
+    @b.node()
+    async def write(state: Approval, ctx: Any) -> dict[str, Any]:
+        record(f"write@{ctx.superstep}")
+        return {"draft": "hello"}
+
+    @b.node()
+    async def approve(state: Approval, ctx: Any) -> dict[str, Any]:
+        record(f"approve@{ctx.superstep}")
+        ok = await ctx.request({"draft": state.draft}, response_type=bool)
+        return {"approved": ok}
+
+    @b.node()
+    async def publish(state: Approval, ctx: Any) -> dict[str, Any]:
+        record(f"publish@{ctx.superstep}")
+
+        def side_effect() -> int:
+            record("SIDE-EFFECT")
+            return 1
+
+        n = await ctx.step("publish", side_effect)
+        if POINT == "after_step":
+            die()
+        return {"published": n}
+
+    b.set_entry("write")
+    b.add_edge("write", "approve")
+    b.add_edge("approve", "publish", when="approved")
+    b.add_edge("publish", END)
+    return b.build()
+
+
+class Inner(Blackboard):
+    topic: str = ""
+    steps: Annotated[list[str], append] = []
+    answer: str = ""
+
+
+class Outer(Blackboard):
+    topic: str = ""
+    result: str = ""
+    trail: Annotated[list[str], append] = []
+
+
+def nested_workflow() -> Any:
+    """outer: prep -> review (inner: s1 -> s2 -> s3 -> s4) -> done."""
+    ib = WorkflowBuilder("crash-inner", state=Inner)
+    names = ["s1", "s2", "s3", "s4"]
+    for i, name in enumerate(names):
+        def make(n: str, last: bool) -> Any:
+            async def fn(state: Inner, ctx: Any) -> dict[str, Any]:
+                record(f"{ctx.node}@{ctx.superstep}")
+                if POINT == f"inside:{ctx.node}":
+                    die()
+                out: dict[str, Any] = {"steps": [n]}
+                if last:
+                    out["answer"] = f"{state.topic}:{'+'.join([*state.steps, n])}"
+                return out
+            return fn
+        ib.add_node(name, make(name, i == len(names) - 1))
+        if i:
+            ib.add_edge(names[i - 1], name)
+    ib.set_entry("s1")
+    inner = ib.build()
+
+    ob = WorkflowBuilder("crash-outer", state=Outer)
+
+    @ob.node()
+    async def prep(state: Outer, ctx: Any) -> dict[str, Any]:
+        record(f"prep@{ctx.superstep}")
+        return {"trail": ["prep"]}
+
+    @ob.node()
+    async def done(state: Outer, ctx: Any) -> dict[str, Any]:
+        record(f"done@{ctx.superstep}")
+        return {"trail": ["done"]}
+
+    ob.add_subworkflow("review", inner, inputs=["topic"], outputs={"result": "answer"})
+    ob.set_entry("prep")
+    ob.add_edge("prep", "review")
+    ob.add_edge("review", "done")
+    return ob.build()
+
+
+SCENARIOS = {"parallel": parallel_workflow, "approval": approval_workflow,
+             "nested": nested_workflow}
+INPUTS: dict[str, dict[str, Any]] = {"parallel": {"rounds": 6}, "approval": {},
+                                     "nested": {"topic": "tides"}}
+
+
+async def child(db: str, run_id: str, scenario: str) -> None:
+    """Start the scenario's run, or answer its pending request; die at CRASH_POINT."""
+    wf = SCENARIOS[scenario]()
+    async with Runtime(SqliteStore(db), lease_ttl=1.0) as rt:
+        if await rt.store.get_run(run_id) is None:
+            events = rt.stream(wf, INPUTS[scenario], run_id=run_id)
+        else:
+            snap = await rt.get_state(run_id)
+            answers = {req.id: True for req in snap.pending_requests}
+            events = rt.stream_resume(wf, run_id, responses=answers)
+        async for event in events:
+            if event.kind == "run_waiting" and POINT == "waiting":
+                die()
+
+
+if __name__ == "__main__":
+    asyncio.run(child(sys.argv[1], sys.argv[2], sys.argv[3]))

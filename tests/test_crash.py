@@ -1,0 +1,139 @@
+"""Durability under SIGKILL: a child process dies at chosen points, the parent resumes.
+
+Each test compares the resumed run's final blackboard with an uninterrupted
+run of the same workflow, checks that no committed superstep was lost or
+repeated, and counts node executions through a log file the nodes append to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import crashkit
+import pytest
+
+from durable_flow import MemoryStore, RunLockedError, RunStatus, Runtime
+from durable_flow._sqlite import SqliteStore
+
+pytestmark = pytest.mark.crash
+KIT = Path(crashkit.__file__)
+
+
+def spawn(db: Path, log: Path, scenario: str, point: str, run_id: str) -> int:
+    env = {**os.environ, "CRASH_LOG": str(log), "CRASH_POINT": point}
+    proc = subprocess.run([sys.executable, str(KIT), str(db), run_id, scenario], env=env,
+                          timeout=120, capture_output=True, text=True)
+    assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
+    return proc.returncode
+
+
+async def resume_when_free(rt: Runtime, wf: Any, run_id: str, **kw: Any) -> Any:
+    """Resume, waiting out the dead child's lease (it expires after lease_ttl)."""
+    for _ in range(100):
+        try:
+            return await rt.resume(wf, run_id, **kw)
+        except RunLockedError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("the dead process' lease never expired")
+
+
+async def reference(scenario: str) -> dict[str, Any]:
+    wf = crashkit.SCENARIOS[scenario]()
+    async with Runtime(MemoryStore()) as rt:
+        r = await rt.run(wf, crashkit.INPUTS[scenario])
+        if r.status is RunStatus.WAITING:
+            r = await rt.resume(wf, r.run_id,
+                                responses={q.id: True for q in r.pending_requests})
+        assert r.status is RunStatus.COMPLETED
+        return (await rt.get_state(r.run_id)).values
+
+
+def executions(log: Path) -> Counter[str]:
+    return Counter(log.read_text().split())
+
+
+async def check_history(rt: Runtime, run_id: str) -> None:
+    """Committed supersteps form one unbroken chain: none lost, none repeated."""
+    steps = [cp.superstep for cp in reversed(await rt.history(run_id))]
+    assert steps == list(range(len(steps)))
+
+
+async def finish(db: Path, scenario: str, run_id: str, **kw: Any) -> dict[str, Any]:
+    wf = crashkit.SCENARIOS[scenario]()
+    async with Runtime(SqliteStore(db)) as rt:
+        result = await resume_when_free(rt, wf, run_id, **kw)
+        assert result.status is RunStatus.COMPLETED, result.error
+        await check_history(rt, run_id)
+        return (await rt.get_state(run_id)).values
+
+
+@pytest.mark.parametrize("point", ["inside:loop:5", "after_commit:3", "after_commit:1"])
+async def test_parallel_run_survives_sigkill(tmp_path: Path, point: str) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "parallel", point, "r1") == -signal.SIGKILL
+    before = executions(log)
+    assert await finish(db, "parallel", "r1") == await reference("parallel")
+    after = executions(log)
+    repeated = {k: v for k, v in after.items() if v > 1}
+    if point.startswith("inside:"):
+        # only the task that was killed mid-way runs again
+        assert repeated == {"loop@5": 2}
+    else:
+        assert repeated == {}, "a committed superstep ran again"
+        step = int(point.rsplit(":", 1)[1])
+        assert all(int(k.split("@")[1]) <= step for k in before)
+
+
+async def test_finished_sibling_is_not_run_again(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "parallel", "sibling:b", "r1") == -signal.SIGKILL
+    assert await finish(db, "parallel", "r1") == await reference("parallel")
+    counts = executions(log)
+    assert counts["a@2"] == 1 and counts["c@2"] == 1, "a saved sibling write was recomputed"
+    assert counts["b@2"] == 2
+    assert counts["start@1"] == 1
+
+
+async def test_killed_while_waiting_then_answered_from_new_process(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "approval", "waiting", "r1") == -signal.SIGKILL
+    async with Runtime(SqliteStore(db)) as rt:
+        snap = await rt.get_state("r1")
+        assert snap.status is RunStatus.WAITING
+        [req] = snap.pending_requests
+        assert req.node == "approve"
+    values = await finish(db, "approval", "r1", responses={req.id: True})
+    assert values == await reference("approval")
+    assert executions(log)["SIDE-EFFECT"] == 1
+
+
+async def test_durable_step_happens_once_across_request_and_crash(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "approval", "waiting", "r1") == -signal.SIGKILL
+    # a second process answers, runs the step, and dies right after it returned
+    assert spawn(db, log, "approval", "after_step", "r1") == -signal.SIGKILL
+    values = await finish(db, "approval", "r1")
+    assert values["published"] == 1
+    counts = executions(log)
+    assert counts["SIDE-EFFECT"] == 1
+    assert counts["publish@3"] == 2
+
+
+async def test_crash_inside_subworkflow_resumes_inside(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "nested", "inside:review.s3", "r1") == -signal.SIGKILL
+    async with Runtime(SqliteStore(db)) as rt:
+        inner = await rt.history("r1", namespace="review")
+        assert [cp.superstep for cp in reversed(inner)] == [0, 1, 2]
+    assert await finish(db, "nested", "r1") == await reference("nested")
+    counts = executions(log)
+    assert counts["review.s1@1"] == 1 and counts["review.s2@2"] == 1
+    assert counts["review.s3@3"] == 2 and counts["review.s4@4"] == 1
+    assert counts["prep@1"] == 1
