@@ -5,12 +5,17 @@ supersteps and every superstep is committed to a checkpoint store, so runs
 survive crashes, wait for people, and can be resumed or forked.
 """
 
+from ._agent import Agent
 from ._blackboard import Blackboard
 from ._builder import WorkflowBuilder
 from ._context import NodeContext
+from ._declarative import dump_workflow, load_workflow
+from ._diagram import to_mermaid
 from ._graph import END, Command, Workflow
+from ._logging import configure_logging
 from ._memory import MemoryStore
 from ._messages import Message, ToolCall
+from ._models import ChatModel, ChatResponse, OpenAIChatModel, ToolSpec, Usage
 from ._records import (
     CheckpointInfo,
     CheckpointRef,
@@ -33,6 +38,7 @@ from .errors import (
     DuplicateStepError,
     DurableFlowError,
     ExpressionError,
+    GuardError,
     InvalidGotoError,
     InvalidInputError,
     InvalidResponseError,
@@ -53,11 +59,15 @@ from .errors import (
     WorkflowValidationError,
 )
 
+
 __version__ = "0.1.0"
 
 __all__ = [
     "END",
+    "Agent",
     "Blackboard",
+    "ChatModel",
+    "ChatResponse",
     "CheckpointCorruptedError",
     "CheckpointInfo",
     "CheckpointNotFoundError",
@@ -70,6 +80,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "ExpressionError",
+    "GuardError",
     "InvalidGotoError",
     "InvalidInputError",
     "InvalidResponseError",
@@ -78,6 +89,7 @@ __all__ = [
     "Message",
     "ModelError",
     "NodeContext",
+    "OpenAIChatModel",
     "PendingRequest",
     "RetryPolicy",
     "RunFailedError",
@@ -96,12 +108,18 @@ __all__ = [
     "SubworkflowError",
     "SuperstepLimitError",
     "ToolCall",
+    "ToolSpec",
     "UnknownRequestError",
+    "Usage",
     "Workflow",
     "WorkflowBuilder",
     "WorkflowMismatchError",
     "WorkflowValidationError",
     "add",
     "append",
+    "configure_logging",
+    "dump_workflow",
+    "load_workflow",
     "merge",
+    "to_mermaid",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._blackboard import Blackboard, schema_for
 from ._graph import (
@@ -21,6 +21,12 @@ from ._graph import (
 )
 from ._retry import RetryPolicy
 from .errors import ExpressionError, WorkflowValidationError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ._models import ChatModel
+    from .transforms import Transform
 
 __all__ = ["WorkflowBuilder"]
 
@@ -108,12 +114,50 @@ class WorkflowBuilder:
             produces=tuple(outs), consumes=tuple(ins.values()),
             subworkflow=SubworkflowSpec(workflow, MappingProxyType(ins), MappingProxyType(outs))))
 
+    def add_agent(
+        self,
+        id: str,
+        model: ChatModel,
+        *,
+        instructions: str,
+        input_key: str | None = None,
+        input_template: str | None = None,
+        output_key: str | None = None,
+        output: type[BaseModel] | Sequence[type[BaseModel]] | None = None,
+        reads: Sequence[str] = (),
+        history: Literal["node", "global", "none"] = "node",
+        keep_history: bool = False,
+        tools: Sequence[Callable[..., Any]] = (),
+        max_tool_rounds: int = 8,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        skip_if: ConditionLike | None = None,
+    ) -> WorkflowBuilder:
+        """Add an agent node: a chat model with instructions, tools and a history.
+
+        See :class:`durable_flow.Agent` for how input, output and history work.
+        """
+        from ._agent import Agent
+
+        agent = Agent(model, instructions, input_key=input_key, input_template=input_template,
+                      output_key=output_key, output=output, reads=reads, history=history,
+                      keep_history=keep_history, tools=tools, max_tool_rounds=max_tool_rounds,
+                      retry=retry, timeout=timeout, skip_if=skip_if)
+        return self.add_spec(agent.node_spec(id))
+
+    def add_transform(self, id: str, transform: Transform, **options: Any) -> WorkflowBuilder:
+        """Add a state transform node (``durable_flow.transforms``); options: retry, timeout, skip_if."""
+        return self.add_spec(transform.node_spec(id, **options))
+
     def add_spec(self, spec: NodeSpec) -> WorkflowBuilder:
         """Add a fully described node (used by agents, transforms and loaders)."""
         if not isinstance(spec.id, str) or not _ID.match(spec.id) or spec.id == END:
+            # not registered: an invalid id would only cause follow-up noise
+            # (unreachable, unknown targets) or shadow END
             self._problems.append(
                 f"node id {spec.id!r} is invalid: use letters, digits, '_' or '-'")
-        elif spec.id in self._nodes:
+            return self
+        if spec.id in self._nodes:
             self._problems.append(f"node {spec.id!r} is defined twice")
         self._nodes[spec.id] = spec
         return self
@@ -184,6 +228,9 @@ class WorkflowBuilder:
         from ._validate import validate_graph
 
         problems += validate_graph(wf)
+        from ._dataflow import check_dataflow
+
+        problems += check_dataflow(wf)
         if problems:
             raise WorkflowValidationError(problems, workflow=self.name)
         return wf

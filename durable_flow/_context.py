@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
@@ -48,6 +49,26 @@ class TaskIO:
     answered: dict[int, RequestRow] = field(default_factory=dict)
     steps: dict[str, bytes] = field(default_factory=dict)
 
+    async def run_input(self) -> dict[str, Any]:
+        """Plain values of this thread's oldest checkpoint, read once per run execution."""
+        cache = _RUN_INPUTS.setdefault(self.run, {})
+        if self.thread not in cache:
+            from ._state import decode_raw
+
+            store, run_id = self.run.store, self.run.run_id
+            metas = await store.list_checkpoints(run_id, thread=self.thread)
+            values: dict[str, Any] = {}
+            if metas:
+                first = min(metas, key=lambda m: (m.seq, m.id))
+                values, _ = decode_raw(await store.load_checkpoint(run_id, first.id))
+            cache[self.thread] = values
+        return cache[self.thread]
+
+
+# Keyed weakly by the run execution, so the cache lives exactly as long as the run.
+_RUN_INPUTS: weakref.WeakKeyDictionary[RunContext, dict[str, dict[str, Any]]] = \
+    weakref.WeakKeyDictionary()
+
 
 class NodeContext:
     """Passed to a node as its second argument.
@@ -75,6 +96,13 @@ class NodeContext:
         self.log = log
         self._request_index = 0
         self._step_names: set[str] = set()
+
+    async def run_input(self) -> dict[str, Any]:
+        """The plain values this run started with (its input checkpoint), read once per run.
+
+        Inside a sub-workflow these are the sub-workflow's input values.
+        """
+        return await self._io.run_input()
 
     @property
     def history(self) -> list[Message]:

@@ -166,7 +166,7 @@ class ThreadRunner:
         if resumed:
             saved, answered, blocked = await self._recorded(base, step)
         todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
-        snapshot = st.blackboard(self.schema)
+        snapshot = st.node_view(self.schema)
         results = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
         finished = [r for r in results if r.kind == "done"]
         unsaved = [r for r in finished if r.node not in self._saved_now]
@@ -373,8 +373,14 @@ class ThreadRunner:
         self, st: ThreadState, step: int, values: dict[str, Any],
         histories: dict[str, list[Message]], changed: dict[str, bytes | None],
         appended: dict[str, list[bytes]], routed: Routed, nodes: tuple[str, ...],
-        source: CheckpointSource = "loop",
+        source: CheckpointSource = "loop", *, pause: bool = False,
     ) -> ThreadState:
+        """Write the next checkpoint of this thread and move its head.
+
+        ``pause`` (used by ``update_state``) leaves a run that still has tasks
+        ``waiting`` without a lease, and drops the open requests of the old
+        head in the same transaction.
+        """
         base = st.meta
         seq = base.seq + 1
         vals: dict[str, bytes] = {}
@@ -389,6 +395,8 @@ class ThreadRunner:
             node = ch.removeprefix("history:") if ch.startswith("history:") else None
             lengths[ch] = len(histories[node]) if node is not None else len(values[ch])
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
+        if pause and routed.next_tasks:
+            status = RunStatus.WAITING
         meta = CheckpointMeta(
             id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
             namespace=self.namespace, parent_id=base.id, seq=seq, superstep=step,
@@ -400,8 +408,9 @@ class ThreadRunner:
         run = None
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
-                            release=status is RunStatus.COMPLETED)
-        await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run)
+                            release=status is not RunStatus.RUNNING)
+        await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
+                             drop_open_requests=pause)
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)

@@ -119,7 +119,8 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite
 
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
-        created_at=utcnow(), source="fork", status=RunStatus.RUNNING,
+        created_at=utcnow(), source="fork",
+        status=RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED,
         value_versions=dict.fromkeys(loaded.values, 0), error=None,
         size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
     return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)

@@ -194,6 +194,12 @@ class Workflow:
         """
         return hashlib.sha256(orjson.dumps(self.describe(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
+    def explain(self) -> str:
+        """Per node: what it reads and writes, its model, history mode, tools and routing."""
+        from ._dataflow import explain
+
+        return explain(self)
+
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description of the structure (used by the signature)."""
         nodes: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from ._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapsh
 from ._serde import decode
 from ._state import decode_raw
 from ._store import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
-from .errors import CheckpointNotFoundError, RunNotFoundError
+from .errors import CheckpointNotFoundError, InvalidInputError, RunNotFoundError
 
 __all__ = ["Inspector", "to_pending"]
 
@@ -54,7 +54,11 @@ class Inspector:
 
     async def runs(self, status: RunStatus | str | None, workflow: str | None) -> list[RunInfo]:
         """Runs, newest first."""
-        st = RunStatus(status) if status is not None else None
+        try:
+            st = RunStatus(status) if status is not None else None
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise InvalidInputError(f"unknown run status {status!r} (one of: {known})") from None
         return [self.info(r) for r in await self.store.list_runs(status=st, workflow_name=workflow)]
 
     async def history(self, run_id: str, namespace: str) -> list[CheckpointInfo]:

@@ -25,7 +25,14 @@ from ._store import (
     StepRow,
     TaskWrite,
 )
-from .errors import CheckpointNotFoundError, LeaseLostError, RunLockedError, RunNotFoundError
+from .errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    LeaseLostError,
+    RunLockedError,
+    RunNotFoundError,
+    UnknownRequestError,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -130,14 +137,16 @@ class MemoryStore:
             run = self._check_lease(commit.lease)
             now = utcnow()
             run_id = run.run_id
-            if commit.drop_open_requests:
-                for key, req in list(self._requests.items()):
-                    if req.run_id == run_id and req.answer is None:
-                        del self._requests[key]
+            self._check_references(run_id, commit)
+            # Answers first, so a commit that answers and drops the rest keeps its answers.
             for rid, answer in commit.answers.items():
                 req = self._requests[(run_id, rid)]
                 self._requests[(run_id, rid)] = dataclasses.replace(
                     req, answer=answer, answered_at=now)
+            if commit.drop_open_requests:
+                for key, req in list(self._requests.items()):
+                    if req.run_id == run_id and req.answer is None:
+                        del self._requests[key]
             for req in commit.requests:
                 self._requests.setdefault((run_id, req.id), req)
             self._save_task_writes(commit.task_writes)
@@ -185,8 +194,13 @@ class MemoryStore:
         meta = await self.get_checkpoint(run_id, checkpoint_id)
         if meta is None:
             raise CheckpointNotFoundError(run_id, checkpoint_id)
-        values = {ch: self._values[(run_id, meta.thread, ch, v)]
-                  for ch, v in meta.value_versions.items()}
+        values: dict[str, bytes] = {}
+        for ch, v in meta.value_versions.items():
+            data = self._values.get((run_id, meta.thread, ch, v))
+            if data is None:
+                raise CheckpointCorruptedError(
+                    run_id, checkpoint_id, f"value of channel {ch!r} at seq {v} is missing")
+            values[ch] = data
         logs: dict[str, list[bytes]] = {}
         for seq, channel, data in self._appends.get((run_id, meta.thread), []):
             if seq <= meta.seq and channel in meta.log_lengths:
@@ -269,6 +283,16 @@ class MemoryStore:
             raise LeaseLostError(lease.run_id, lease.epoch)
         return run
 
+    def _check_references(self, run_id: str, commit: Commit) -> None:
+        """Refuse a commit naming requests or checkpoints that do not exist (before mutating)."""
+        for rid in commit.answers:
+            if (run_id, rid) not in self._requests:
+                raise UnknownRequestError(run_id, rid)
+        if commit.mark is not None:
+            meta = self._checkpoints.get(commit.mark.checkpoint_id)
+            if meta is None or meta.run_id != run_id:
+                raise CheckpointNotFoundError(run_id, commit.mark.checkpoint_id)
+
     def _insert_checkpoint(self, cp: CheckpointWrite) -> None:
         meta = cp.meta
         self._checkpoints[meta.id] = meta
@@ -288,8 +312,8 @@ class MemoryStore:
         protected |= {r.checkpoint_id for r in self._requests.values() if r.answer is None}
         protected |= {cid for (_run, cid) in self._task_writes}
         for _run, thread in self._threads:
-            if "/" in thread:
-                protected.add(thread.rsplit("/", 1)[0])
+            if "/" in thread:  # "<anchor checkpoint id>/<node>"; node ids may hold "/"
+                protected.add(thread.partition("/")[0])
         return protected
 
     def _delete_checkpoint(self, meta: CheckpointMeta) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, time, timedelta
 from typing import Any
+from uuid import UUID
 
 import jsonschema
 import orjson
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ._serde import encode
@@ -42,11 +45,28 @@ async def check_responses(
             raise UnknownRequestError(record.run_id, rid)
         schema = orjson.loads(row.response_schema)
         try:
-            jsonschema.validate(to_jsonable_python(answer), schema)
+            jsonschema.validate(to_jsonable_python(answer), schema, format_checker=_FORMATS)
         except jsonschema.ValidationError as exc:
             raise InvalidResponseError(rid, exc.message, schema) from None
         answers[rid] = data
     return answers, repeated
+
+
+def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:
+    def check(value: object) -> bool:
+        if isinstance(value, str):
+            adapter.validate_python(value)
+        return True
+
+    return check
+
+
+# String formats are checked the way the node's pydantic type will parse them,
+# so an answer that passes here does not fail later inside ``ctx.request``.
+_FORMATS = jsonschema.FormatChecker()
+for _name, _type in (("date-time", datetime), ("date", date), ("time", time),
+                     ("duration", timedelta), ("uuid", UUID)):
+    _FORMATS.checks(_name, raises=ValidationError)(_format_check(TypeAdapter(_type)))
 
 
 def _plain(rid: str, answer: Any) -> tuple[bytes, Any]:

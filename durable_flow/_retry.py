@@ -56,7 +56,7 @@ class RetryPolicy:
         """Run ``fn`` under this policy; ``on_retry(attempt, error, delay)`` before each retry."""
         if self.jitter:
             wait: Any = wait_exponential_jitter(
-                initial=self.initial_delay, exp_base=self.backoff, max=self.max_delay,
+                multiplier=self.initial_delay, exp_base=self.backoff, max=self.max_delay,
                 jitter=self.initial_delay)
         else:
             wait = wait_exponential(multiplier=self.initial_delay, exp_base=self.backoff,

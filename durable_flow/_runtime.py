@@ -57,6 +57,7 @@ class Runtime:
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
         self._active: dict[str, asyncio.Task[Any]] = {}
+        self._cancelling: set[str] = set()
         self._inspect = Inspector(store)
 
     async def __aenter__(self) -> Runtime:
@@ -151,6 +152,8 @@ class Runtime:
             state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
             rc.emit("run_started", "", state.meta.superstep, workflow=workflow.name,
                     forked_from=checkpoint_id)
+            if not state.meta.next_tasks:  # forked from a finished checkpoint
+                await rc.commit(run=RunUpdate(RunStatus.COMPLETED, release=True))
             runner = ThreadRunner(rc, workflow, max_supersteps=source.max_supersteps)
             return await runner.run(state)
 
@@ -178,12 +181,9 @@ class Runtime:
                 from ._routing import Routed
 
                 routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
-            await rc.commit(drop_open_requests=True)
             new = await runner._commit_loop(
                 state, state.meta.superstep + 1, values_, state.histories, changed, appended,
-                routed, (as_node,) if as_node else (), source="update")
-            status = RunStatus.WAITING if new.meta.next_tasks else RunStatus.COMPLETED
-            await rc.commit(run=RunUpdate(status, head_checkpoint_id=new.meta.id, release=True))
+                routed, (as_node,) if as_node else (), source="update", pause=True)
             return new.meta.id
         finally:
             await self.store.release_lease(rc.lease)
@@ -215,6 +215,11 @@ class Runtime:
         try:
             outcome: ThreadOutcome = await body(rc)
         except asyncio.CancelledError:
+            if rc.run_id not in self._cancelling:
+                # the caller went away (a timeout, an abandoned stream, shutdown):
+                # stop like a crash, but free the lease so the run resumes at once
+                await self.store.release_lease(rc.lease)
+                raise
             await self.store.cancel_run(rc.run_id)
             result = await self._result(workflow, rc.run_id)
             return self._final(rc, "run_cancelled", result)
@@ -259,6 +264,10 @@ class Runtime:
         """The readable state of a run at a checkpoint (default: the head)."""
         return await self._inspect.snapshot(run_id, checkpoint_id, namespace)
 
+    async def get_run(self, run_id: str) -> RunInfo:
+        """One run's record (status, head, error, fork origin); ``RunNotFoundError`` if unknown."""
+        return self._inspect.info(await self._require(run_id))
+
     async def history(self, run_id: str, *, namespace: str = "") -> list[CheckpointInfo]:
         """Checkpoints of a run (one namespace), newest first."""
         return await self._inspect.history(run_id, namespace)
@@ -280,9 +289,13 @@ class Runtime:
             raise RunNotResumableError(run_id, record.status.value)
         task = self._active.get(run_id)
         if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            self._cancelling.add(run_id)
+            try:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            finally:
+                self._cancelling.discard(run_id)
         else:
             await self.store.cancel_run(run_id)
         return self._inspect.info(await self._require(run_id))

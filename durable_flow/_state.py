@@ -34,6 +34,29 @@ class ThreadState:
         """A frozen Blackboard instance of the current values."""
         return schema.build(self.values)
 
+    def node_view(self, schema: StateSchema) -> Blackboard:
+        """The snapshot given to nodes: its lists, dicts and sets are copies.
+
+        The instance is frozen, but a node could still change a container in
+        place (``state.notes.append(x)``); that must not reach the engine's
+        values, which the next checkpoint is computed from. Items that are not
+        containers (messages, models) are shared, so the copy stays cheap.
+        """
+        return schema.build({k: _isolate(v) for k, v in self.values.items()})
+
+
+def _isolate(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_isolate(v) if isinstance(v, _CONTAINERS) else v for v in value]
+    if isinstance(value, dict):
+        return {k: _isolate(v) if isinstance(v, _CONTAINERS) else v for k, v in value.items()}
+    if isinstance(value, set):
+        return set(value)
+    return value
+
+
+_CONTAINERS = (list, dict, set)
+
 
 def encode_field(node: str, name: str, value: Any) -> bytes:
     """Encode one field value; failures name the node and field."""

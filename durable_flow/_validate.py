@@ -91,13 +91,30 @@ def _check_reachability(wf: Workflow) -> list[str]:
     return problems
 
 
+def _may_stop(wf: Workflow, nid: str) -> bool:
+    """True when the node's routing may pick no target, which ends its branch.
+
+    That is the case when every edge has a condition and no switch default
+    catches the rest, or when the node may ``Command(goto=END)``.
+    """
+    if wf.nodes[nid].goto:
+        return True
+    edges = wf.edges.get(nid, ())
+    sw = wf.switches.get(nid)
+    if not edges and sw is None:
+        return False  # only fan-in targets (or nothing, handled by the caller)
+    if any(e.when is None for e in edges):
+        return False
+    return sw is None or sw.default is None
+
+
 def _can_finish(wf: Workflow) -> set[str]:
     """Nodes from which some path reaches END, an exit or a node with no way on."""
     preds: dict[str, set[str]] = {n: set() for n in wf.nodes}
     done: set[str] = set()
     for nid in wf.nodes:
         succ = wf.successors(nid)
-        if not succ or END in succ or nid in wf.exits:
+        if not succ or END in succ or nid in wf.exits or _may_stop(wf, nid):
             done.add(nid)
         for s in succ:
             if s in preds:

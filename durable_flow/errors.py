@@ -13,6 +13,7 @@ well as a readable message::
     ├── SuperstepLimitError            max_supersteps reached
     ├── InvalidGotoError               Command(goto=...) to an undeclared target
     ├── DuplicateStepError             ctx.step name used twice in one node run
+    ├── GuardError                     a guard transform's predicate was false
     ├── SubworkflowError               a nested workflow failed
     ├── RunFailedError                 RunResult.raise_for_status()
     ├── RunNotFoundError               unknown run id
@@ -43,6 +44,7 @@ __all__ = [
     "DuplicateStepError",
     "DurableFlowError",
     "ExpressionError",
+    "GuardError",
     "InvalidGotoError",
     "InvalidInputError",
     "InvalidResponseError",
@@ -159,6 +161,15 @@ class DuplicateStepError(DurableFlowError):
         super().__init__(
             f"node {node!r} called ctx.step({name!r}) twice in one run; step names must be unique"
         )
+
+
+class GuardError(DurableFlowError):
+    """A ``guard`` transform's predicate was false; ``node`` and ``message`` say which."""
+
+    def __init__(self, node: str, message: str) -> None:
+        self.node = node
+        self.message = message
+        super().__init__(f"guard failed in node {node!r}: {message}")
 
 
 class SubworkflowError(DurableFlowError):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from durable_flow import END, Blackboard, NodeContext, Runtime, RunStatus, WorkflowBuilder, append
+from durable_flow import END, Blackboard, NodeContext, RunStatus, Runtime, WorkflowBuilder, append
 from durable_flow._sqlite import SqliteStore
 
 

@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
-from durable_flow import END, Blackboard, NodeContext, Runtime, RunStatus, WorkflowBuilder, append
+from durable_flow import END, Blackboard, NodeContext, RunStatus, Runtime, WorkflowBuilder, append
 from durable_flow._sqlite import SqliteStore
 
 

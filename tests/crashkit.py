@@ -27,12 +27,14 @@ from durable_flow import (  # noqa: E402
 )
 from durable_flow._sqlite import SqliteStore  # noqa: E402
 
-LOG = Path(os.environ.get("CRASH_LOG", "/dev/null"))
+LOG = Path(os.environ["CRASH_LOG"]) if os.environ.get("CRASH_LOG") else None
 POINT = os.environ.get("CRASH_POINT", "")
 
 
 def record(line: str) -> None:
     """Append one execution record (flushed and fsynced before going on)."""
+    if LOG is None:
+        return
     with LOG.open("a") as fh:
         fh.write(line + "\n")
         fh.flush()
@@ -76,7 +78,7 @@ def parallel_workflow() -> Any:
         b.add_edge("start", name)
     b.add_fan_in(["a", "b", "c"], "join")
     b.add_edge("join", "loop")
-    b.add_switch("loop", [("count < rounds + 4", "loop")], default=END)
+    b.add_switch("loop", [(lambda s: s.count < s.rounds + 4, "loop")], default=END)
     return b.build()
 
 

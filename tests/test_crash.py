@@ -66,12 +66,17 @@ async def check_history(rt: Runtime, run_id: str) -> None:
 
 
 async def finish(db: Path, scenario: str, run_id: str, **kw: Any) -> dict[str, Any]:
+    """Resume in this process, logging executions to the same file as the child."""
     wf = crashkit.SCENARIOS[scenario]()
-    async with Runtime(SqliteStore(db)) as rt:
-        result = await resume_when_free(rt, wf, run_id, **kw)
-        assert result.status is RunStatus.COMPLETED, result.error
-        await check_history(rt, run_id)
-        return (await rt.get_state(run_id)).values
+    crashkit.LOG = db.with_name("exec.log")
+    try:
+        async with Runtime(SqliteStore(db)) as rt:
+            result = await resume_when_free(rt, wf, run_id, **kw)
+            assert result.status is RunStatus.COMPLETED, result.error
+            await check_history(rt, run_id)
+            return (await rt.get_state(run_id)).values
+    finally:
+        crashkit.LOG = None
 
 
 @pytest.mark.parametrize("point", ["inside:loop:5", "after_commit:3", "after_commit:1"])

@@ -1,0 +1,80 @@
+"""Helpers shared by both sides of the benchmark: payload, sizes, memory, the floor."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sqlite3
+import statistics
+import time
+from pathlib import Path
+
+# One ~200-byte message body (the serialized message is a little larger on both
+# sides: role and field names are added).
+CONTENT = ("lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod "
+           "tempor incididunt ut labore et dolore magna aliqua. ut enim ad minim veniam, "
+           "quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo")[:200]
+assert len(CONTENT) == 200
+
+FANOUT_WIDTH = 8
+FANOUT_ROUNDS = 50
+INBOX_RUNS = 10_000
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux: ru_maxrss is KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def db_bytes(path: str | os.PathLike[str]) -> int:
+    """Size of a SQLite database with its WAL folded in.
+
+    Call with every connection closed: the WAL is checkpointed into the main
+    file (TRUNCATE), so the main file alone holds every page.
+    """
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    finally:
+        conn.close()
+    wal = Path(f"{path}-wal")
+    return int(pages * page_size + (wal.stat().st_size if wal.exists() else 0))
+
+
+def journal_mode(path: str | os.PathLike[str]) -> str:
+    """The persistent journal mode of a database file (``wal`` or ``delete``)."""
+    conn = sqlite3.connect(path)
+    try:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def floor(folder: str, *, journal: str = "wal", count: int = 400) -> dict[str, float]:
+    """Cost of one raw sqlite3 transaction writing ~200 bytes, same PRAGMAs and disk.
+
+    ``journal_mode`` as the stores use it, ``synchronous=FULL``; each
+    transaction is ``BEGIN IMMEDIATE; INSERT one 200-byte blob; COMMIT``.
+    """
+    path = Path(folder) / "floor.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+    blob = CONTENT.encode()
+    for _ in range(20):  # warm up: file growth, WAL creation
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (data) VALUES (?)", (blob,))
+        conn.execute("COMMIT")
+    times = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (data) VALUES (?)", (blob,))
+        conn.execute("COMMIT")
+        times.append(time.perf_counter() - t0)
+    conn.close()
+    return {"median_s": statistics.median(times), "min_s": min(times),
+            "mean_s": statistics.fmean(times), "p90_s": statistics.quantiles(times, n=10)[-1]}

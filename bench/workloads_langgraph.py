@@ -1,0 +1,263 @@
+"""The same workloads on LangGraph with AsyncSqliteSaver (durability="sync").
+
+The state uses LangGraph's plain ``Annotated[list, operator.add]`` reducer
+with dict messages: the cheapest way to append on their side (no
+``add_messages`` id matching, no message classes to serialize).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import aiosqlite
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from workloads_common import (
+    CONTENT,
+    FANOUT_ROUNDS,
+    FANOUT_WIDTH,
+    INBOX_RUNS,
+    db_bytes,
+    journal_mode,
+    peak_rss_mb,
+)
+
+NAME = "LangGraph"
+
+
+class ChainState(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    count: Annotated[int, operator.add]
+
+
+class FanState(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    count: Annotated[int, operator.add]
+    rounds: Annotated[int, operator.add]
+
+
+class AskState(TypedDict):
+    approved: bool
+
+
+def chain_graph(n: int) -> StateGraph:
+    async def step(state: ChainState) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": CONTENT}], "count": 1}
+
+    g = StateGraph(ChainState)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["count"] < n else END, ["step", END])
+    return g
+
+
+def fanout_graph(rounds: int = FANOUT_ROUNDS, width: int = FANOUT_WIDTH) -> StateGraph:
+    async def start(state: FanState) -> dict[str, Any]:
+        return {}
+
+    def branch(i: int) -> Any:
+        async def fn(state: FanState) -> dict[str, Any]:
+            return {"messages": [{"role": "assistant", "content": CONTENT, "name": f"b{i}"}],
+                    "count": 1}
+        return fn
+
+    async def join(state: FanState) -> dict[str, Any]:
+        return {"rounds": 1}
+
+    g = StateGraph(FanState)
+    g.add_node("start", start)
+    names = [f"b{i}" for i in range(width)]
+    for i, name in enumerate(names):
+        g.add_node(name, branch(i))
+        g.add_edge("start", name)
+    g.add_node("join", join)
+    g.add_edge(names, "join")
+    g.add_edge(START, "start")
+    g.add_conditional_edges("join", lambda s: "start" if s["rounds"] < rounds else END,
+                            ["start", END])
+    return g
+
+
+def ask_graph() -> StateGraph:
+    async def ask(state: AskState) -> dict[str, Any]:
+        ok = interrupt({"question": "approve?"})
+        return {"approved": bool(ok)}
+
+    g = StateGraph(AskState)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    return g
+
+
+async def _saver(path: Path, synchronous: str = "FULL") -> tuple[aiosqlite.Connection,
+                                                                   AsyncSqliteSaver]:
+    conn = await aiosqlite.connect(str(path))
+    await conn.execute(f"PRAGMA synchronous={synchronous}")
+    saver = AsyncSqliteSaver(conn)
+    await saver.setup()  # also sets journal_mode=WAL
+    return conn, saver
+
+
+async def _setup_size(path: Path) -> int:
+    conn, _ = await _saver(path)
+    await conn.close()
+    return db_bytes(path)
+
+
+async def _timed(fn: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = await fn()
+    return time.perf_counter() - t0, out
+
+
+async def _fresh(path: Path, graph: StateGraph, op: Any) -> float:
+    """Time ``op(app, saver)`` on a new connection; connect/compile is not timed."""
+    conn, saver = await _saver(path)
+    try:
+        app = graph.compile(checkpointer=saver)
+        t, _ = await _timed(lambda: op(app, saver))
+        return t
+    finally:
+        await conn.close()
+
+
+def _cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+async def _alist(saver: AsyncSqliteSaver, cfg: Any) -> list[Any]:
+    return [c async for c in saver.alist(cfg)]
+
+
+async def _history(app: Any, cfg: Any) -> list[Any]:
+    return [s async for s in app.aget_state_history(cfg)]
+
+
+async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
+    path = Path(folder) / "lg.db"
+    graph = chain_graph(n)
+    size0 = await _setup_size(path)
+    rss0 = peak_rss_mb()
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": n + 10}
+    t, result = await _timed(lambda: app.ainvoke({"messages": [], "count": 0}, cfg,
+                                                 durability="sync"))
+    assert result["count"] == n and len(result["messages"]) == n
+    await conn.close()
+    rss = peak_rss_mb()
+    size = db_bytes(path)
+    out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
+                           "s_per_superstep": t / n, "db_bytes": size - size0,
+                           "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
+                           "rss_mb": rss, "rss_base_mb": rss0,
+                           "journal_mode": journal_mode(path)}
+    if reads:
+        # checkpoint ids, from the metadata column only (not timed)
+        with_steps = []
+        conn, saver = await _saver(path)
+        async with conn.execute(
+                "SELECT checkpoint_id, json_extract(metadata, '$.step') FROM checkpoints "
+                "WHERE thread_id = 't1' AND checkpoint_ns = ''") as cur:
+            with_steps = list(await cur.fetchall())
+        await conn.close()
+        head = max(with_steps)[0]
+        # their checkpoint of step k holds k messages, as our superstep k does
+        middle = next(cid for cid, step in with_steps if step == n // 2)
+        samples: dict[str, list[float]] = {k: [] for k in
+                                           ("head", "middle", "load_head", "load_middle",
+                                            "history", "history_raw")}
+        for _ in range(reads):
+            samples["head"].append(await _fresh(path, graph,
+                                                lambda app, s: app.aget_state(_cfg("t1"))))
+            samples["middle"].append(await _fresh(
+                path, graph, lambda app, s: app.aget_state(_cfg("t1", middle))))
+            samples["load_head"].append(await _fresh(
+                path, graph, lambda app, s: s.aget_tuple(_cfg("t1", head))))
+            samples["load_middle"].append(await _fresh(
+                path, graph, lambda app, s: s.aget_tuple(_cfg("t1", middle))))
+            if n <= 1000:
+                samples["history"].append(await _fresh(
+                    path, graph, lambda app, s: _history(app, _cfg("t1"))))
+                samples["history_raw"].append(await _fresh(
+                    path, graph, lambda app, s: _alist(s, _cfg("t1"))))
+        conn, saver = await _saver(path)
+        app = graph.compile(checkpointer=saver)
+        snap = await app.aget_state(_cfg("t1", middle))
+        assert len(snap.values["messages"]) == n // 2, len(snap.values["messages"])
+        await conn.close()
+        out["reads"] = {k: min(v) for k, v in samples.items() if v}
+        out["reads_all"] = samples
+    return out
+
+
+async def fanout(folder: str) -> dict[str, Any]:
+    path = Path(folder) / "lg.db"
+    graph = fanout_graph()
+    size0 = await _setup_size(path)
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": 3 * FANOUT_ROUNDS + 10}
+    t, result = await _timed(lambda: app.ainvoke({"messages": [], "count": 0, "rounds": 0}, cfg,
+                                                 durability="sync"))
+    assert result["count"] == FANOUT_WIDTH * FANOUT_ROUNDS, result["count"]
+    state = await app.aget_state(_cfg("t1"))
+    supersteps = state.metadata["step"] + 1  # their steps start at 0 after the input (-1)
+    await conn.close()
+    size = db_bytes(path)
+    return {"seconds": t, "supersteps": supersteps, "supersteps_per_s": supersteps / t,
+            "rounds_per_s": FANOUT_ROUNDS / t, "db_bytes": size - size0,
+            "rss_mb": peak_rss_mb()}
+
+
+async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
+    """Setup only: ``runs`` threads stopped at an interrupt, with synchronous=NORMAL."""
+    path = Path(folder) / "lg_inbox.db"
+    t0 = time.perf_counter()
+    conn, saver = await _saver(path, "NORMAL")
+    app = ask_graph().compile(checkpointer=saver)
+    for i in range(runs):
+        r = await app.ainvoke({"approved": False}, _cfg(f"run-{i:05d}"), durability="sync")
+        assert "__interrupt__" in r
+    await conn.close()
+    return {"build_s": time.perf_counter() - t0, "runs": runs}
+
+
+async def _pending(app: Any, saver: AsyncSqliteSaver) -> list[tuple[str, Any]]:
+    """LangGraph has no inbox: list the threads, read each head, keep its interrupts."""
+    async with saver.conn.execute("SELECT DISTINCT thread_id FROM checkpoints") as cur:
+        threads = [row[0] for row in await cur.fetchall()]
+    out = []
+    for thread in threads:
+        snap = await app.aget_state(_cfg(thread))
+        out.extend((thread, i) for i in snap.interrupts)
+    return out
+
+
+async def inbox(folder: str, rep: int) -> dict[str, Any]:
+    path = Path(folder) / "lg_inbox.db"
+    graph = ask_graph()
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    t_list, pending = await _timed(lambda: _pending(app, saver))
+    await conn.close()
+    assert len(pending) >= INBOX_RUNS - 10, len(pending)
+    thread, _ = pending[rep]
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    t_resume, r = await _timed(lambda: app.ainvoke(Command(resume=True), _cfg(thread),
+                                                   durability="sync"))
+    assert r["approved"] is True
+    await conn.close()
+    return {"list_s": t_list, "pending": len(pending), "resume_s": t_resume}
+
+
+WORKLOADS = {"chain": chain, "fanout": fanout, "inbox_build": inbox_build, "inbox": inbox}

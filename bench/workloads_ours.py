@@ -1,0 +1,219 @@
+"""The workloads on durable-flow (SqliteStore).
+
+Every function runs inside a fresh worker process started by ``run.py`` and
+returns a JSON-able dict of measurements.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from workloads_common import (
+    CONTENT,
+    FANOUT_ROUNDS,
+    FANOUT_WIDTH,
+    INBOX_RUNS,
+    db_bytes,
+    journal_mode,
+    peak_rss_mb,
+)
+
+from durable_flow import Blackboard, Message, Runtime, RunStatus, WorkflowBuilder, add
+from durable_flow._clock import utcnow
+from durable_flow._engine import RunContext, ThreadRunner
+from durable_flow._store import Lease
+
+try:  # the public name once the store is exported
+    from durable_flow import SqliteStore  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - before the export lands
+    from durable_flow._sqlite import SqliteStore
+
+NAME = "durable-flow"
+
+
+class ChainState(Blackboard):
+    count: Annotated[int, add] = 0
+
+
+class FanState(Blackboard):
+    count: Annotated[int, add] = 0
+    rounds: Annotated[int, add] = 0
+
+
+class AskState(Blackboard):
+    approved: bool = False
+
+
+def chain_workflow(n: int) -> Any:
+    b = WorkflowBuilder("bench_chain", state=ChainState)
+
+    async def step(state: ChainState, ctx: Any) -> dict[str, Any]:
+        return {"messages": [Message(role="assistant", content=CONTENT)], "count": 1}
+
+    b.add_node("step", step)
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < n)
+    return b.build()
+
+
+def fanout_workflow(rounds: int = FANOUT_ROUNDS, width: int = FANOUT_WIDTH) -> Any:
+    b = WorkflowBuilder("bench_fanout", state=FanState)
+
+    async def start(state: FanState, ctx: Any) -> None:
+        return None
+
+    def branch(i: int) -> Any:
+        async def fn(state: FanState, ctx: Any) -> dict[str, Any]:
+            return {"messages": [Message(role="assistant", content=CONTENT, name=f"b{i}")],
+                    "count": 1}
+        return fn
+
+    async def join(state: FanState, ctx: Any) -> dict[str, Any]:
+        return {"rounds": 1}
+
+    b.add_node("start", start)
+    names = [f"b{i}" for i in range(width)]
+    for i, name in enumerate(names):
+        b.add_node(name, branch(i))
+        b.add_edge("start", name)
+    b.add_node("join", join)
+    b.add_fan_in(names, "join")
+    b.add_edge("join", "start", when=lambda s: s.rounds < rounds)
+    b.set_entry("start")
+    return b.build()
+
+
+def ask_workflow() -> Any:
+    b = WorkflowBuilder("bench_ask", state=AskState)
+
+    async def ask(state: AskState, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": "approve?"}, response_type=bool)
+        return {"approved": ok}
+
+    b.add_node("ask", ask)
+    b.set_entry("ask")
+    return b.build()
+
+
+def _store(path: Path, synchronous: str = "full") -> Any:
+    return SqliteStore(str(path), synchronous=synchronous)
+
+
+async def _setup_size(path: Path) -> int:
+    async with Runtime(_store(path)):
+        pass
+    return db_bytes(path)
+
+
+async def _timed(fn: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = await fn()
+    return time.perf_counter() - t0, out
+
+
+async def _loader(path: Path, wf: Any, run_id: str, checkpoint_id: str) -> float:
+    """Engine-internal load (store.load_checkpoint + typed decode) on a fresh store."""
+    store = _store(path)
+    await store.setup()
+    try:
+        rc = RunContext(store, Lease(run_id, "", 0, utcnow()), wf.name, lambda e: None)
+        runner = ThreadRunner(rc, wf)
+        t, state = await _timed(lambda: runner.load(checkpoint_id))
+        assert state.meta.id == checkpoint_id
+        return t
+    finally:
+        await store.close()
+
+
+async def _fresh(path: Path, op: Any) -> float:
+    """Time ``op(rt)`` on a new store object (new connection); setup is not timed."""
+    async with Runtime(_store(path)) as rt:
+        t, _ = await _timed(lambda: op(rt))
+        return t
+
+
+async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
+    path = Path(folder) / "ours.db"
+    wf = chain_workflow(n)
+    size0 = await _setup_size(path)
+    rss0 = peak_rss_mb()
+    async with Runtime(_store(path)) as rt:
+        t, result = await _timed(lambda: rt.run(wf, {}, max_supersteps=n + 10))
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.state.count == n and len(result.state.messages) == n
+    rss = peak_rss_mb()
+    size = db_bytes(path)
+    out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
+                           "s_per_superstep": t / n, "db_bytes": size - size0,
+                           "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
+                           "rss_mb": rss, "rss_base_mb": rss0,
+                           "journal_mode": journal_mode(path)}
+    if reads:
+        run_id = result.run_id
+        async with Runtime(_store(path)) as rt:
+            infos = await rt.history(run_id)
+        head = infos[0].id
+        middle = next(i.id for i in infos if i.superstep == n // 2)
+        samples: dict[str, list[float]] = {k: [] for k in
+                                           ("head", "middle", "load_head", "load_middle",
+                                            "history")}
+        for _ in range(reads):
+            samples["head"].append(await _fresh(path, lambda rt: rt.get_state(run_id)))
+            samples["middle"].append(await _fresh(path, lambda rt: rt.get_state(run_id, middle)))
+            samples["load_head"].append(await _loader(path, wf, run_id, head))
+            samples["load_middle"].append(await _loader(path, wf, run_id, middle))
+            samples["history"].append(await _fresh(path, lambda rt: rt.history(run_id)))
+        async with Runtime(_store(path)) as rt:
+            snap = await rt.get_state(run_id, middle)
+            assert len(snap.values["messages"]) == n // 2, len(snap.values["messages"])
+            assert len(await rt.history(run_id)) == n + 1
+        out["reads"] = {k: min(v) for k, v in samples.items()}
+        out["reads_all"] = samples
+    return out
+
+
+async def fanout(folder: str) -> dict[str, Any]:
+    path = Path(folder) / "ours.db"
+    wf = fanout_workflow()
+    size0 = await _setup_size(path)
+    async with Runtime(_store(path)) as rt:
+        t, result = await _timed(lambda: rt.run(wf, {}, max_supersteps=3 * FANOUT_ROUNDS + 10))
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.state.count == FANOUT_WIDTH * FANOUT_ROUNDS, result.state.count
+        infos = await rt.history(result.run_id)
+    supersteps = max(i.superstep for i in infos)
+    size = db_bytes(path)
+    return {"seconds": t, "supersteps": supersteps, "supersteps_per_s": supersteps / t,
+            "rounds_per_s": FANOUT_ROUNDS / t, "db_bytes": size - size0,
+            "rss_mb": peak_rss_mb()}
+
+
+async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
+    """Setup only: ``runs`` waiting runs, written with synchronous=NORMAL to be quick."""
+    path = Path(folder) / "ours_inbox.db"
+    wf = ask_workflow()
+    t0 = time.perf_counter()
+    async with Runtime(_store(path, "normal")) as rt:
+        for _ in range(runs):
+            r = await rt.run(wf, {})
+            assert r.status is RunStatus.WAITING
+    return {"build_s": time.perf_counter() - t0, "runs": runs}
+
+
+async def inbox(folder: str, rep: int) -> dict[str, Any]:
+    """Time the inbox listing and one answer + resume, each on a fresh store."""
+    path = Path(folder) / "ours_inbox.db"
+    wf = ask_workflow()
+    async with Runtime(_store(path)) as rt:
+        t_list, pending = await _timed(lambda: rt.pending_requests())
+    assert len(pending) >= INBOX_RUNS - 10, len(pending)
+    req = pending[rep]  # each repetition answers a different run
+    async with Runtime(_store(path)) as rt:
+        t_resume, r = await _timed(lambda: rt.resume(wf, req.run_id, responses={req.id: True}))
+    assert r.status is RunStatus.COMPLETED and r.state.approved
+    return {"list_s": t_list, "pending": len(pending), "resume_s": t_resume}
+
+
+WORKLOADS = {"chain": chain, "fanout": fanout, "inbox_build": inbox_build, "inbox": inbox}

@@ -1,0 +1,55 @@
+"""Every argument and option, declared once and shared by the commands."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from .._records import RunStatus
+
+__all__ = [
+    "AllowMismatchOpt",
+    "DiagramFormat",
+    "JsonOpt",
+    "NamespaceOpt",
+    "RegistryOpt",
+    "RunArg",
+    "StatusOpt",
+    "WorkflowNameOpt",
+    "WorkflowOpt",
+    "WorkflowRefArg",
+]
+
+
+class DiagramFormat(str, Enum):
+    """Output formats of ``graph``."""
+
+    MERMAID = "mermaid"
+    DOT = "dot"
+
+
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `durable-flow runs`).",
+                                       show_default=False)]
+WorkflowRefArg = Annotated[str, typer.Argument(
+    metavar="MODULE:WORKFLOW", show_default=False,
+    help="The workflow object: MODULE is imported with the current directory on the path.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+WorkflowOpt = Annotated[str | None, typer.Option(
+    "--workflow", "-w", metavar="MODULE:WORKFLOW", show_default=False,
+    help="Workflow to continue with. Default: the MODULE:WORKFLOW recorded when the run was "
+         "started by `durable-flow run` (that module is imported; use trusted databases).")]
+WorkflowNameOpt = Annotated[str | None, typer.Option(
+    "--workflow", "-w", metavar="NAME", show_default=False,
+    help="Only this workflow (its name, as given to WorkflowBuilder).")]
+StatusOpt = Annotated[RunStatus | None, typer.Option(
+    "--status", "-s", show_default=False, case_sensitive=False, help="Only runs with this status.")]
+NamespaceOpt = Annotated[str, typer.Option(
+    "--namespace", "-n", metavar="NS",
+    help="Sub-workflow namespace (e.g. review.legal); the top level is ''.")]
+AllowMismatchOpt = Annotated[bool, typer.Option(
+    "--allow-mismatch", help="Continue even if the workflow's graph changed since the run began.")]
+RegistryOpt = Annotated[str | None, typer.Option(
+    "--registry", "-r", metavar="MODULE:NAME", show_default=False,
+    help="Registry of agents and functions the file refers to (imported).")]

@@ -1,0 +1,187 @@
+"""Printing: JSON for scripts, rich tables for people.
+
+User data (payloads, values, messages) is always wrapped in ``Text`` so that
+brackets in it are never read as rich markup.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from .._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ._support import CliOptions, compact, jsonable
+
+__all__ = [
+    "STATUS_STYLE",
+    "cell",
+    "emit_json",
+    "history_table",
+    "make_console",
+    "preview",
+    "requests_table",
+    "respond_command",
+    "runs_table",
+    "snapshot_view",
+    "status_text",
+    "when",
+]
+
+STATUS_STYLE = {
+    RunStatus.RUNNING: "cyan", RunStatus.WAITING: "yellow", RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red", RunStatus.CANCELLED: "dim",
+}
+_NON_TERMINAL_WIDTH = 160  # wide enough that ids in tables stay whole when piped
+
+
+def make_console() -> Console:
+    """A console on the current standard output (rich picks terminal or not)."""
+    width = None if sys.stdout.isatty() else _NON_TERMINAL_WIDTH
+    return Console(width=width, highlight=False)
+
+
+def emit_json(data: Any) -> None:
+    """Write ``data`` as indented JSON on standard output (records by their field names)."""
+    out = orjson.dumps(data, default=jsonable,
+                       option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    sys.stdout.write(out.decode() + "\n")
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp for tables: UTC, to the second."""
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ") if moment else ""
+
+
+def preview(value: Any, limit: int = 120) -> str:
+    """One-line JSON of ``value``, cut at ``limit`` characters."""
+    text = value if isinstance(value, str) else compact(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cell(value: Any, style: str = "") -> Text:
+    """A table cell showing ``value`` literally (no markup)."""
+    return Text(value if isinstance(value, str) else preview(value), style=style)
+
+
+def status_text(status: RunStatus) -> Text:
+    """The status, coloured."""
+    return Text(status.value, style=STATUS_STYLE.get(status, ""))
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def runs_table(runs: Sequence[RunInfo]) -> Table:
+    """One row per run."""
+    table = _table("run", "workflow", "status", "updated", "ref", "error")
+    for r in runs:
+        error = f"{r.error.type}: {r.error.message}" if r.error else ""
+        table.add_row(cell(r.run_id), cell(r.workflow_name), status_text(r.status),
+                      when(r.updated_at), cell(r.workflow_ref or ""), cell(preview(error, 60)))
+    return table
+
+
+def history_table(checkpoints: Sequence[CheckpointInfo]) -> Table:
+    """One row per checkpoint, newest first."""
+    table = _table("superstep", "checkpoint", "created", "source", "status", "nodes",
+                   "routing reason", "size")
+    for c in checkpoints:
+        table.add_row(str(c.superstep), cell(c.id), when(c.created_at), c.source,
+                      status_text(c.status), cell(", ".join(c.nodes)),
+                      cell(c.routing_reason or ""), f"{c.size:,}")
+    return table
+
+
+def schema_summary(schema: dict[str, Any]) -> str:
+    """A short name for the expected answer type."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return kind if kind != "array" else f"array of {schema_summary(schema.get('items', {}))}"
+    title = schema.get("title")
+    return str(title) if title else preview(schema, 60)
+
+
+def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True) -> Table:
+    """The pending requests (the inbox)."""
+    columns = ("request", *(("run", "workflow") if with_run else ()), "node", "asked",
+               "payload", "expects")
+    table = _table(*columns)
+    for r in requests:
+        run_cols = (cell(r.run_id), cell(r.workflow_name)) if with_run else ()
+        table.add_row(cell(r.id), *run_cols, cell(r.node), when(r.created_at),
+                      cell(preview(r.payload, 80)), cell(schema_summary(r.response_schema)))
+    return table
+
+
+_EXAMPLES = {"boolean": "true", "integer": "0", "number": "0", "string": '"..."',
+             "array": "[]", "object": "{}"}
+
+
+def respond_command(opts: CliOptions, request: PendingRequest) -> str:
+    """The shell command that answers ``request`` (with a placeholder value)."""
+    kind = request.response_schema.get("type")
+    example = _EXAMPLES.get(kind, "JSON") if isinstance(kind, str) else "JSON"
+    args = ["durable-flow", *opts.db_args, "respond", request.run_id, request.id,
+            "--value", example]
+    return shlex.join(args)
+
+
+def values_table(values: dict[str, Any], title: str = "blackboard") -> Table:
+    """One row per blackboard field."""
+    table = _table("field", "value", title=title)
+    for key in values:
+        table.add_row(cell(key), cell(preview(values[key], 200)))
+    return table
+
+
+def _facts(rows: Iterable[tuple[str, RenderableType | str]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in rows:
+        grid.add_row(name, value)
+    return grid
+
+
+def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType:
+    """A snapshot with its nested sub-workflows, for ``show``."""
+    rows: list[tuple[str, RenderableType | str]] = []
+    if info is not None:
+        rows += [("run", cell(info.run_id)), ("workflow", cell(info.workflow_name)),
+                 ("ref", cell(info.workflow_ref or "(not recorded)"))]
+        if info.forked_from is not None:
+            rows.append(("forked from", cell(f"{info.forked_from.run_id} @ "
+                                             f"{info.forked_from.checkpoint_id}")))
+    else:
+        rows.append(("namespace", cell(snap.namespace)))
+    rows += [("status", status_text(snap.status)), ("checkpoint", cell(snap.checkpoint_id)),
+             ("superstep", str(snap.superstep)),
+             ("next tasks", cell(", ".join(snap.next_tasks) or "(none)"))]
+    if snap.error is not None:
+        where = f" in {snap.error.node}" if snap.error.node else ""
+        rows.append(("error", cell(f"{snap.error.type}{where}: {snap.error.message}", "red")))
+    if snap.node_histories:
+        rows.append(("node histories", cell(", ".join(
+            f"{n} ({len(msgs)} message{'s' * (len(msgs) != 1)})"
+            for n, msgs in snap.node_histories.items()))))
+    parts: list[RenderableType] = [_facts(rows), values_table(snap.values)]
+    if info is not None and snap.pending_requests:
+        parts.append(requests_table(snap.pending_requests, with_run=False))
+    for node, sub in snap.subworkflows.items():
+        parts.append(Text(f"sub-workflow {node} (namespace {sub.namespace or node})",
+                          style="bold"))
+        parts.append(Padding(snapshot_view(sub), (0, 0, 0, 4), expand=False))
+    return Group(*parts)

@@ -1,0 +1,166 @@
+"""Read-only commands: runs, show, history, diff, inbox. None needs workflow code."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .._runtime import Runtime
+from ._db import find_run, opened, resolve_checkpoint
+from ._options import JsonOpt, NamespaceOpt, RunArg, StatusOpt, WorkflowNameOpt
+from ._output import (
+    cell,
+    emit_json,
+    history_table,
+    make_console,
+    preview,
+    requests_table,
+    runs_table,
+    snapshot_view,
+)
+from ._support import CliOptions, options
+
+__all__ = ["diff", "diff_values", "history", "inbox", "runs", "show"]
+
+T = TypeVar("T")
+
+
+def _read(opts: CliOptions, body: Callable[[Runtime], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with opened(opts) as rt:
+            return await body(rt)
+
+    return asyncio.run(go())
+
+
+def runs(ctx: typer.Context, status: StatusOpt = None, workflow: WorkflowNameOpt = None,
+         as_json: JsonOpt = False) -> None:
+    """List runs, newest first."""
+    found = _read(options(ctx), lambda rt: rt.list_runs(status=status, workflow_name=workflow))
+    if as_json:
+        emit_json(found)
+    elif not found:
+        make_console().print(Text("no runs"))
+    else:
+        make_console().print(runs_table(found))
+
+
+def show(
+    ctx: typer.Context,
+    run_id: RunArg,
+    checkpoint: Annotated[str | None, typer.Option(
+        "--checkpoint", "-c", show_default=False,
+        help="Show this checkpoint (id or unique prefix) instead of the latest.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run: status, blackboard, pending requests and nested sub-workflow state."""
+
+    async def body(rt: Runtime) -> tuple[Any, Any]:
+        info = await find_run(rt, run_id)
+        cp = await resolve_checkpoint(rt, run_id, checkpoint) if checkpoint else None
+        return info, await rt.get_state(run_id, cp)
+
+    info, snap = _read(options(ctx), body)
+    if as_json:
+        emit_json({"run": info, "snapshot": snap})
+    else:
+        make_console().print(snapshot_view(snap, info))
+
+
+def history(ctx: typer.Context, run_id: RunArg, namespace: NamespaceOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """List a run's checkpoints, newest first: superstep, nodes, routing reason, size."""
+    found = _read(options(ctx), lambda rt: rt.history(run_id, namespace=namespace))
+    if as_json:
+        emit_json(found)
+    elif not found:
+        make_console().print(Text(f"run {run_id} has no checkpoints in namespace {namespace!r}"))
+    else:
+        make_console().print(history_table(found))
+
+
+def diff(
+    ctx: typer.Context,
+    run_id: RunArg,
+    a: Annotated[str, typer.Argument(metavar="A", show_default=False,
+                                     help="The earlier checkpoint (id or unique prefix).")],
+    b: Annotated[str, typer.Argument(metavar="B", show_default=False,
+                                     help="The later checkpoint (id or unique prefix).")],
+    namespace: NamespaceOpt = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Show how the blackboard changed from checkpoint A to checkpoint B."""
+
+    async def body(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
+        first = await resolve_checkpoint(rt, run_id, a, namespace)
+        second = await resolve_checkpoint(rt, run_id, b, namespace)
+        old = await rt.get_state(run_id, first, namespace=namespace)
+        new = await rt.get_state(run_id, second, namespace=namespace)
+        return first, second, diff_values(old.values, new.values)
+
+    first, second, changes = _read(options(ctx), body)
+    if as_json:
+        emit_json({"run_id": run_id, "from": first, "to": second, **changes})
+        return
+    console = make_console()
+    if not any(changes.values()):
+        console.print(Text(f"no blackboard changes from {first} to {second}"))
+        return
+    console.print(Text(f"blackboard changes from {first} to {second}"), soft_wrap=True)
+    table = Table("", "field", "change", header_style="bold")
+    for key, value in changes["added"].items():
+        table.add_row(Text("+", "green"), cell(key), cell(f"added: {preview(value)}"))
+    for key, value in changes["removed"].items():
+        table.add_row(Text("-", "red"), cell(key), cell(f"removed (was {preview(value)})"))
+    for key, items in changes["appended"].items():
+        table.add_row(Text("+", "green"), cell(key),
+                      cell(f"{len(items)} item(s) appended: {preview(items)}"))
+    for key, change in changes["changed"].items():
+        table.add_row(Text("~", "yellow"), cell(key),
+                      cell(f"{preview(change['before'], 60)} → {preview(change['after'], 60)}"))
+    console.print(table)
+
+
+def diff_values(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Added, removed, changed keys, and lists that only grew (``appended``: the new items)."""
+    changes: dict[str, dict[str, Any]] = {"added": {}, "removed": {}, "changed": {},
+                                          "appended": {}}
+    for key in new:
+        if key not in old:
+            changes["added"][key] = new[key]
+    for key in old:
+        if key not in new:
+            changes["removed"][key] = old[key]
+            continue
+        before, after = old[key], new[key]
+        if before == after:
+            continue
+        if (isinstance(before, list) and isinstance(after, list)
+                and len(after) > len(before) and after[: len(before)] == before):
+            changes["appended"][key] = after[len(before):]
+        else:
+            changes["changed"][key] = {"before": before, "after": after}
+    return changes
+
+
+def inbox(ctx: typer.Context, workflow: WorkflowNameOpt = None, as_json: JsonOpt = False) -> None:
+    """List every pending request across all runs and nesting levels, oldest first."""
+    opts = options(ctx)
+    found = _read(opts, lambda rt: rt.pending_requests(workflow_name=workflow))
+    if as_json:
+        emit_json(found)
+        return
+    console = make_console()
+    if not found:
+        console.print(Text("no pending requests"))
+        return
+    console.print(requests_table(found))
+    db = shlex.join(["durable-flow", *opts.db_args])
+    console.print(Text(f"answer with: {db} respond RUN REQUEST_ID --value JSON"), soft_wrap=True)
+

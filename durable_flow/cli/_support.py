@@ -1,0 +1,164 @@
+"""What every command shares: options, one-line errors, JSON arguments, imports.
+
+Imports happen only for ``MODULE:NAME`` references (dotted Python names on
+each side, nothing else) typed on the command line, or recorded on a run by
+``durable-flow run`` (the default of resume/respond/fork, see
+``_db.workflow_for_run``). No other value read from the database is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+import typer
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from .._builder import WorkflowBuilder
+from .._graph import Workflow
+from ..errors import InvalidResponseError, WorkflowValidationError
+
+__all__ = [
+    "DEFAULT_DB",
+    "CliError",
+    "CliOptions",
+    "compact",
+    "describe_error",
+    "fail",
+    "jsonable",
+    "load_object",
+    "note",
+    "options",
+    "read_json",
+    "read_json_object",
+    "resolve_workflow",
+]
+
+DEFAULT_DB = "durable_flow.db"
+_REF = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+
+
+class CliError(Exception):
+    """A problem with what the user typed; printed as one line, exit code 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class CliOptions:
+    """The global options, shared by every command through ``ctx.obj``."""
+
+    db: str = DEFAULT_DB
+    log_json: bool = False
+    debug: bool = False
+
+    @property
+    def db_args(self) -> list[str]:
+        """``["--db", db]`` when a printed command needs it to reach the same database."""
+        if self.db in (DEFAULT_DB, os.environ.get("DURABLE_FLOW_DB")):
+            return []
+        return ["--db", self.db]
+
+
+def options(ctx: typer.Context) -> CliOptions:
+    """The global options of this invocation."""
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, CliOptions) else CliOptions()
+
+
+def note(message: str) -> None:
+    """Tell the user something on standard error (never mixed into JSON output)."""
+    print(message, file=sys.stderr)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: message`` as one line on standard error and exit with ``code``."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def jsonable(value: Any) -> Any:
+    """Fallback for orjson: pydantic models by their JSON dump, other types as pydantic would."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return to_jsonable_python(value, fallback=repr)
+
+
+def compact(value: Any) -> str:
+    """One-line JSON for messages and table cells."""
+    return orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description of an error, with what the user needs to fix it."""
+    if isinstance(exc, WorkflowValidationError):
+        head = str(exc).split("\n", 1)[0].rstrip(":")
+        return f"{head}: {'; '.join(exc.problems)}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, InvalidResponseError) and exc.schema is not None:
+        text += f"; expected JSON schema: {compact(exc.schema)}"
+    return text
+
+
+def read_json(text: str, option: str) -> Any:
+    """Parse ``text`` as JSON; ``@path`` reads the file, ``@-`` standard input."""
+    raw: str | bytes = text
+    if text.startswith("@"):
+        source = text[1:]
+        try:
+            raw = sys.stdin.read() if source == "-" else Path(source).read_bytes()
+        except OSError as exc:
+            raise CliError(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CliError(f"{option} is not valid JSON: {exc}") from None
+
+
+def read_json_object(text: str, option: str) -> dict[str, Any]:
+    """Like :func:`read_json`, requiring a JSON object."""
+    value = read_json(text, option)
+    if not isinstance(value, dict):
+        raise CliError(f"{option} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def load_object(ref: str, what: str = "MODULE:NAME") -> Any:
+    """Import ``MODULE`` (the current directory first on the path) and return ``NAME``."""
+    if not _REF.match(ref):
+        raise CliError(f"{ref!r} is not a {what} reference (for example myflows:workflow)")
+    module_name, _, attr = ref.partition(":")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise CliError(f"cannot import {module_name!r}: no such module in {cwd} "
+                           "or on the Python path") from None
+        raise CliError(f"importing {module_name!r} failed: {exc}") from exc
+    except Exception as exc:  # the user's module raised while importing
+        raise CliError(f"importing {module_name!r} failed: "
+                       f"{type(exc).__name__}: {describe_error(exc)}") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_workflow(ref: str) -> Workflow:
+    """The :class:`Workflow` named by ``MODULE:WORKFLOW``, or a clear ``CliError``."""
+    obj = load_object(ref, "MODULE:WORKFLOW")
+    if isinstance(obj, Workflow):
+        return obj
+    if isinstance(obj, WorkflowBuilder):
+        raise CliError(f"{ref} is a WorkflowBuilder; point at the built workflow "
+                       "(the result of builder.build())")
+    raise CliError(f"{ref} is not a durable_flow Workflow (it is of type {type(obj).__name__})")

@@ -1,0 +1,153 @@
+"""Commands about workflows and the database: graph, validate, db upgrade, db prune."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from .._graph import Workflow
+from ..errors import WorkflowValidationError
+from ._db import display_db, find_run, opened
+from ._options import DiagramFormat, JsonOpt, RegistryOpt
+from ._output import emit_json, make_console
+from ._support import CliError, fail, load_object, options, resolve_workflow
+
+__all__ = ["graph", "load_file", "prune", "upgrade", "validate"]
+
+_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def load_file(path: Path, registry_ref: str | None, notes: list[str] | None = None) -> Workflow:
+    """Load a declarative .json/.yaml workflow (``durable_flow._declarative``).
+
+    ``registry_ref`` (``MODULE:NAME``) is imported like a workflow reference;
+    the loader's remarks (such as unchecked agent names) go to ``notes``.
+    """
+    from .._declarative import load_workflow
+
+    if not path.is_file():
+        raise CliError(f"no file {path}")
+    registry = load_object(registry_ref) if registry_ref is not None else None
+    return load_workflow(path, registry, notes=notes)
+
+
+def _render(workflow: Workflow, fmt: DiagramFormat) -> str:
+    from .._diagram import to_dot, to_mermaid
+
+    return to_dot(workflow) if fmt is DiagramFormat.DOT else to_mermaid(workflow)
+
+
+def graph(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(
+        metavar="MODULE:WORKFLOW|FILE", show_default=False,
+        help="A workflow object, or a declarative .json/.yaml file.")],
+    fmt: Annotated[DiagramFormat, typer.Option(
+        "--format", "-f", case_sensitive=False, help="Diagram language.")] = DiagramFormat.MERMAID,
+    registry: RegistryOpt = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the graph's structure as JSON instead of a diagram.")] = False,
+) -> None:
+    """Print the workflow's graph as a Mermaid (default) or Graphviz dot diagram."""
+    path = Path(target)
+    if path.suffix.lower() in _FILE_SUFFIXES or path.is_file():
+        workflow = load_file(path, registry)
+    else:
+        workflow = resolve_workflow(target)
+    if as_json:
+        emit_json(workflow.describe())
+        return
+    text = _render(workflow, fmt)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def validate(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(metavar="FILE", show_default=False,
+                                         help="A declarative .json/.yaml workflow file.")],
+    registry: RegistryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a declarative workflow file; every problem is listed at once.
+
+    Without --registry the file's agent names are not checked.
+    """
+    notes: list[str] = []
+    try:
+        workflow: Workflow | None = load_file(file, registry, notes)
+        problems: list[str] = []
+    except WorkflowValidationError as exc:
+        workflow, problems = None, exc.problems
+    if registry is None and not notes:
+        notes.append("no registry given: agent names were not checked")
+    if as_json:
+        emit_json({"file": str(file), "valid": workflow is not None,
+                   "workflow": workflow.name if workflow else None,
+                   "nodes": sorted(workflow.nodes) if workflow else [],
+                   "problems": problems, "notes": notes})
+    else:
+        if workflow is not None:
+            make_console().print(Text(f"{file}: workflow {workflow.name!r} is valid "
+                                      f"({len(workflow.nodes)} nodes)"), soft_wrap=True)
+        for problem in problems:
+            sys.stdout.write(f"- {problem}\n")
+        for remark in notes:
+            sys.stdout.write(f"note: {remark}\n")
+    if workflow is None:
+        fail(f"{file} is invalid: {len(problems)} problem(s)")
+
+
+def upgrade(ctx: typer.Context) -> None:
+    """Create the database, or upgrade its schema to this version's."""
+    opts = options(ctx)
+
+    async def go() -> None:
+        async with opened(opts, create=True):
+            pass
+
+    asyncio.run(go())
+    try:
+        from .._migrate import head_revision
+
+        revision = f" (schema revision {head_revision()})"
+    except ImportError:  # pragma: no cover - stores without alembic migrations
+        revision = ""
+    make_console().print(Text(f"database {display_db(opts.db)} is up to date{revision}"),
+                         soft_wrap=True)
+
+
+def prune(
+    ctx: typer.Context,
+    keep_last: Annotated[int | None, typer.Option(
+        "--keep-last", min=1, show_default=False,
+        help="Keep this many newest checkpoints of each run and sub-workflow.")] = None,
+    older_than_days: Annotated[float | None, typer.Option(
+        "--older-than-days", min=0, show_default=False,
+        help="Only remove checkpoints older than this many days.")] = None,
+    run_id: Annotated[str | None, typer.Option(
+        "--run", metavar="RUN", show_default=False, help="Only this run.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove old checkpoints; never a head, a pending request or data a kept one needs."""
+    opts = options(ctx)
+    if keep_last is None and older_than_days is None:
+        fail("db prune needs --keep-last N, --older-than-days D, or both")
+    older = timedelta(days=older_than_days) if older_than_days is not None else None
+
+    async def go() -> int:
+        async with opened(opts) as rt:
+            if run_id is not None:
+                await find_run(rt, run_id)
+            return await rt.prune(run_id, keep_last=keep_last, older_than=older)
+
+    removed = asyncio.run(go())
+    if as_json:
+        emit_json({"removed": removed})
+    else:
+        make_console().print(Text(f"removed {removed} checkpoint(s)"))

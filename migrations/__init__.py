@@ -1,0 +1,1 @@
+"""Alembic scripts of durable-flow's store schema, shipped as ``durable_flow._migrations``."""

@@ -1,0 +1,1 @@
+"""Schema revisions; alembic skips this file."""

@@ -1,0 +1,492 @@
+"""The behaviour every CheckpointStore must share (see durable_flow/_store.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from durable_flow._clock import utcnow
+from durable_flow._records import CheckpointRef, RunStatus
+from durable_flow._store import (
+    CheckpointStore,
+    Commit,
+    Lease,
+    RunUpdate,
+    StatusMark,
+)
+from durable_flow.errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    LeaseLostError,
+    RunLockedError,
+    RunNotFoundError,
+    UnknownRequestError,
+)
+
+from .builders import (
+    BOOM,
+    Chain,
+    at,
+    make_run,
+    new_id,
+    request,
+    start_run,
+    state_of,
+    step,
+    task_write,
+)
+
+# -- runs -------------------------------------------------------------------------------
+
+
+async def test_created_run_reads_back_equal(store: CheckpointStore) -> None:
+    chain = Chain("r1")
+    run = make_run("r1", error=BOOM, forked_from=CheckpointRef("r0", "c9"), workflow_ref="m:w",
+                   max_supersteps=7)
+    await store.create_run(run, [chain.next(values={"a": 1})], None)
+    assert await store.get_run("r1") == run
+    assert await store.get_run("nope") is None
+
+
+async def test_create_run_with_lease_records_it(store: CheckpointStore) -> None:
+    lease = Lease("r1", "me", 3, at(60))
+    await store.create_run(make_run("r1"), [], lease)
+    got = await store.get_run("r1")
+    assert got is not None
+    assert (got.lease_owner, got.lease_epoch, got.lease_expires_at) == ("me", 3, at(60))
+
+
+async def test_create_run_twice_fails(store: CheckpointStore) -> None:
+    await store.create_run(make_run("r1"), [], None)
+    with pytest.raises(ValueError, match="already exists"):
+        await store.create_run(make_run("r1"), [], None)
+
+
+async def test_list_runs_newest_first_with_filters(store: CheckpointStore) -> None:
+    specs = [("a", "wf1", RunStatus.RUNNING, 1), ("b", "wf2", RunStatus.WAITING, 2),
+             ("c", "wf1", RunStatus.WAITING, 3), ("d", "wf1", RunStatus.WAITING, 3)]
+    for rid, wf, status, t in specs:
+        await store.create_run(make_run(rid, workflow=wf, status=status, created=at(t)), [], None)
+    assert [r.run_id for r in await store.list_runs()] == ["d", "c", "b", "a"]
+    assert [r.run_id for r in await store.list_runs(workflow_name="wf1")] == ["d", "c", "a"]
+    waiting = await store.list_runs(status=RunStatus.WAITING)
+    assert [r.run_id for r in waiting] == ["d", "c", "b"]
+    both = await store.list_runs(status=RunStatus.WAITING, workflow_name="wf2")
+    assert [r.run_id for r in both] == ["b"]
+    assert await store.list_runs(workflow_name="none") == []
+
+
+# -- checkpoints and channels -----------------------------------------------------------
+
+
+async def test_every_checkpoint_of_a_long_chain_loads_exactly(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    for i in range(1, 40):
+        values = {"count": i} if i % 3 else {"count": i, "flag": i % 2 == 0}
+        appends = {"messages": [{"n": i, "text": "x" * (i % 5)}]}
+        if i % 4 == 0:
+            appends["history:a"] = [f"a{i}", f"a{i}'"]
+        cp = chain.next(values=values if i % 7 else {}, appends=appends, nodes=("a", "b"),
+                        next_tasks=("b",), joins={"j": ("a",)}, routing_reason="why",
+                        size=i)
+        await store.commit(Commit(lease, checkpoint=cp))
+    for meta in [chain.head, *chain.metas[::5], chain.metas[0]]:
+        loaded = await store.load_checkpoint("r1", meta.id)
+        assert loaded.meta == meta
+        assert state_of(loaded) == chain.expected[meta.id]
+
+
+async def test_loaded_logs_hold_one_chunk_per_appending_checkpoint(
+    store: CheckpointStore,
+) -> None:
+    chain, lease = await start_run(store, "r1")
+    for items in (["a"], [], ["b", "c"]):
+        cp = chain.next(appends={"log": items} if items else {})
+        await store.commit(Commit(lease, checkpoint=cp))
+    loaded = await store.load_checkpoint("r1", chain.head.id)
+    assert loaded.logs == {"log": [b'["a"]', b'["b","c"]']}
+    assert loaded.values == {"topic": b'"tides"'}
+
+
+async def test_log_of_a_channel_the_checkpoint_does_not_list_is_not_loaded(
+    store: CheckpointStore,
+) -> None:
+    chain, lease = await start_run(store, "r1")
+    cp = chain.next(appends={"kept": [1], "dropped": [2]})
+    meta = dataclasses.replace(cp.meta, log_lengths={"kept": 1})
+    await store.commit(Commit(lease, checkpoint=dataclasses.replace(cp, meta=meta)))
+    loaded = await store.load_checkpoint("r1", meta.id)
+    assert loaded.logs == {"kept": [b"[1]"]}
+
+
+async def test_threads_have_their_own_heads_and_channels(store: CheckpointStore) -> None:
+    top, lease = await start_run(store, "r1")
+    await store.commit(Commit(lease, checkpoint=top.next(values={"x": 1})))
+    review = top.sub("review")
+    legal = None
+    for i in range(3):
+        await store.commit(Commit(lease, checkpoint=review.next(
+            values={"x": 100 + i}, appends={"log": [i]})))
+        if i == 1:
+            legal = review.sub("legal")
+            await store.commit(Commit(lease, checkpoint=legal.next(values={"ok": True})))
+    assert legal is not None
+    other = top.sub("review", at_index=0)
+    await store.commit(Commit(lease, checkpoint=other.next(values={"x": -1})))
+    for chain in (top, review, legal, other):
+        head = await store.thread_head("r1", chain.thread)
+        assert head == chain.head
+        assert state_of(await store.load_checkpoint("r1", head.id)) == chain.expected[head.id]
+    assert await store.thread_head("r1", "missing/thread") is None
+    assert await store.thread_head("r2", "") is None
+
+
+async def test_history_is_newest_first_and_filters_by_namespace(store: CheckpointStore) -> None:
+    top, lease = await start_run(store, "r1")
+    sub = top.sub("review")
+    for _ in range(2):
+        await store.commit(Commit(lease, checkpoint=top.next()))
+        await store.commit(Commit(lease, checkpoint=sub.next()))
+    everything = await store.list_checkpoints("r1")
+    ids = [m.id for m in everything]
+    assert ids == sorted(ids, reverse=True) and len(ids) == 5
+    assert await store.list_checkpoints("r1", namespace="") == top.metas[::-1]
+    assert await store.list_checkpoints("r1", namespace="review") == sub.metas[::-1]
+    assert await store.list_checkpoints("r1", thread=sub.thread) == sub.metas[::-1]
+    assert await store.list_checkpoints("r1", namespace="review", thread="") == []
+    assert await store.list_checkpoints("other") == []
+
+
+async def test_parent_links_follow_the_chain(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    for _ in range(3):
+        await store.commit(Commit(lease, checkpoint=chain.next()))
+    metas = (await store.list_checkpoints("r1"))[::-1]
+    assert metas[0].parent_id is None
+    assert [m.parent_id for m in metas[1:]] == [m.id for m in metas[:-1]]
+    assert [m.seq for m in metas] == [0, 1, 2, 3]
+
+
+async def test_missing_checkpoints(store: CheckpointStore) -> None:
+    chain, _ = await start_run(store, "r1")
+    await store.create_run(make_run("r2"), [], None)
+    assert await store.get_checkpoint("r1", "nope") is None
+    assert await store.get_checkpoint("r2", chain.head.id) is None
+    with pytest.raises(CheckpointNotFoundError):
+        await store.load_checkpoint("r2", chain.head.id)
+
+
+async def test_commit_updates_run_marks_checkpoint_and_releases(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    before = await store.get_run("r1")
+    first = chain.head
+    cp = chain.next(status=RunStatus.FAILED, error=BOOM)
+    await store.commit(Commit(
+        lease, checkpoint=cp, mark=StatusMark(first.id, RunStatus.WAITING, BOOM),
+        run=RunUpdate(RunStatus.FAILED, head_checkpoint_id=cp.meta.id, error=BOOM,
+                      release=True)))
+    run = await store.get_run("r1")
+    assert before is not None and run is not None
+    assert (run.status, run.head_checkpoint_id, run.error) == (RunStatus.FAILED, cp.meta.id, BOOM)
+    assert run.lease_owner is None and run.lease_expires_at is None
+    assert run.lease_epoch == lease.epoch and run.updated_at >= before.updated_at
+    marked = await store.get_checkpoint("r1", first.id)
+    assert marked == dataclasses.replace(first, status=RunStatus.WAITING, error=BOOM)
+    assert await store.get_checkpoint("r1", cp.meta.id) == cp.meta
+
+
+async def test_run_update_without_head_keeps_the_head(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    head = chain.head.id
+    await store.commit(Commit(lease, run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=head)))
+    await store.commit(Commit(lease, run=RunUpdate(RunStatus.WAITING)))
+    run = await store.get_run("r1")
+    assert run is not None and (run.head_checkpoint_id, run.status) == (head, RunStatus.WAITING)
+    assert run.lease_owner == "owner-1"
+
+
+async def test_mark_of_an_unknown_checkpoint_writes_nothing(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    cp = chain.next()
+    with pytest.raises(CheckpointNotFoundError):
+        await store.commit(Commit(lease, checkpoint=cp, mark=StatusMark("nope", RunStatus.FAILED)))
+    assert await store.get_checkpoint("r1", cp.meta.id) is None
+
+
+# -- task writes and steps ---------------------------------------------------------------
+
+
+async def test_task_writes_in_node_order_last_write_wins(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    base = chain.head.id
+    await store.put_task_writes(lease, [task_write("r1", base, "b"), task_write("r1", base, "a")])
+    await store.put_task_writes(lease, [task_write("r1", base, "b", b'{"x":2}')])
+    await store.commit(Commit(lease, task_writes=[task_write("r1", base, "c")]))
+    writes = await store.get_task_writes("r1", base)
+    assert [(w.node, w.data) for w in writes] == [
+        ("a", b'{"x":1}'), ("b", b'{"x":2}'), ("c", b'{"x":1}')]
+    assert writes[0] == task_write("r1", base, "a")
+    assert await store.get_task_writes("r1", "other") == []
+
+
+async def test_steps_are_kept_per_node_run(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    base = chain.head.id
+    await store.put_step(lease, step("r1", base, "a", "fetch", b"1"))
+    await store.put_step(lease, step("r1", base, "a", "send", b"2"))
+    await store.put_step(lease, step("r1", base, "b", "fetch", b"3"))
+    assert await store.get_steps("r1", base, "a") == {"fetch": b"1", "send": b"2"}
+    assert await store.get_steps("r1", base, "b") == {"fetch": b"3"}
+    assert await store.get_steps("r1", "other", "a") == {}
+
+
+# -- requests -----------------------------------------------------------------------------
+
+
+async def test_requests_open_answered_and_inbox_order(store: CheckpointStore) -> None:
+    c1, l1 = await start_run(store, "r1", workflow="wf1")
+    c2, l2 = await start_run(store, "r2", workflow="wf2")
+    head1, head2 = c1.head.id, c2.head.id
+    await store.commit(Commit(l1, requests=[request("r1", head1, "q2", created=at(5)),
+                                            request("r1", head1, "q1", created=at(3))]))
+    await store.commit(Commit(l2, requests=[request("r2", head2, "q0", created=at(4),
+                                                    workflow="wf2")]))
+    assert [r.id for r in await store.pending_requests()] == ["q1", "q0", "q2"]
+    assert [r.id for r in await store.pending_requests(workflow_name="wf2")] == ["q0"]
+    assert await store.get_requests("r1") == [request("r1", head1, "q1", created=at(3)),
+                                              request("r1", head1, "q2", created=at(5))]
+    before = utcnow()
+    await store.commit(Commit(l1, answers={"q1": b"true"}))
+    answered = (await store.get_requests("r1"))[0]
+    assert answered.answer == b"true"
+    assert answered.answered_at is not None and answered.answered_at >= before
+    assert [r.id for r in await store.get_requests("r1", open_only=True)] == ["q2"]
+    assert [r.id for r in await store.pending_requests()] == ["q0", "q2"]
+    assert await store.get_requests("r1", checkpoint_id="other") == []
+    assert len(await store.get_requests("r1", checkpoint_id=head1)) == 2
+
+
+async def test_a_request_saved_twice_keeps_the_first(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    first = request("r1", chain.head.id, "q1", created=at(1))
+    await store.commit(Commit(lease, requests=[first]))
+    await store.commit(Commit(lease, answers={"q1": b"1"}))
+    await store.commit(Commit(lease, requests=[request("r1", chain.head.id, "q1", created=at(9))]))
+    [row] = await store.get_requests("r1")
+    assert row.created_at == at(1) and row.answer == b"1"
+
+
+async def test_drop_open_requests_keeps_answers_and_new_requests(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    head = chain.head.id
+    await store.commit(Commit(lease, requests=[request("r1", head, q) for q in ("q1", "q2", "q3")]))
+    await store.commit(Commit(lease, answers={"q1": b"1"}))
+    await store.commit(Commit(lease, answers={"q2": b"2"}, drop_open_requests=True,
+                              requests=[request("r1", head, "q4")]))
+    rows = await store.get_requests("r1")
+    assert {r.id: r.answer for r in rows} == {"q1": b"1", "q2": b"2", "q4": None}
+
+
+async def test_an_answer_to_an_unknown_request_writes_nothing(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    await store.commit(Commit(lease, requests=[request("r1", chain.head.id, "q1")]))
+    cp = chain.next()
+    with pytest.raises(UnknownRequestError):
+        await store.commit(Commit(lease, checkpoint=cp, answers={"q1": b"1", "zz": b"2"}))
+    assert (await store.get_requests("r1"))[0].answer is None
+    assert await store.get_checkpoint("r1", cp.meta.id) is None
+
+
+# -- leases ---------------------------------------------------------------------------------
+
+
+async def test_lease_is_exclusive_while_live(store: CheckpointStore) -> None:
+    await store.create_run(make_run("r1"), [], None)
+    with pytest.raises(RunNotFoundError):
+        await store.acquire_lease("nope", "a", 30)
+    first = await store.acquire_lease("r1", "a", 30)
+    assert (first.owner, first.epoch) == ("a", 1)
+    assert first.expires_at > utcnow() + timedelta(seconds=25)
+    with pytest.raises(RunLockedError) as locked:
+        await store.acquire_lease("r1", "b", 30)
+    assert locked.value.owner == "a" and 0 < locked.value.expires_in <= 30
+    again = await store.acquire_lease("r1", "a", 30)
+    assert again.epoch == 2
+
+
+async def test_expired_lease_is_taken_over_and_fences_the_old_holder(
+    store: CheckpointStore,
+) -> None:
+    chain, stale = await start_run(store, "r1", ttl=-1)
+    fresh = await store.acquire_lease("r1", "new", 30)
+    assert fresh.epoch == stale.epoch + 1
+    before = await store.get_run("r1")
+    base = chain.head.id
+    cp = chain.next(values={"x": 1})
+    with pytest.raises(LeaseLostError):
+        await store.commit(Commit(
+            stale, checkpoint=cp, requests=[request("r1", base, "q1")],
+            task_writes=[task_write("r1", base, "a")],
+            mark=StatusMark(base, RunStatus.FAILED),
+            run=RunUpdate(RunStatus.COMPLETED, head_checkpoint_id=cp.meta.id)))
+    with pytest.raises(LeaseLostError):
+        await store.put_task_writes(stale, [task_write("r1", base, "a")])
+    with pytest.raises(LeaseLostError):
+        await store.put_step(stale, step("r1", base, "a", "s", b"1"))
+    with pytest.raises(LeaseLostError):
+        await store.renew_lease(stale, 30)
+    assert await store.get_run("r1") == before
+    assert await store.get_checkpoint("r1", cp.meta.id) is None
+    assert (await store.get_checkpoint("r1", base)) == chain.metas[0]
+    assert await store.get_requests("r1") == []
+    assert await store.get_task_writes("r1", base) == []
+    assert await store.get_steps("r1", base, "a") == {}
+    await store.commit(Commit(fresh, checkpoint=cp))
+    assert await store.thread_head("r1", "") == cp.meta
+
+
+async def test_writes_under_a_lease_of_an_unknown_run(store: CheckpointStore) -> None:
+    lease = Lease("ghost", "a", 1, at(60))
+    with pytest.raises(RunNotFoundError):
+        await store.commit(Commit(lease))
+    with pytest.raises(RunNotFoundError):
+        await store.put_step(lease, step("ghost", "c", "a", "s", b"1"))
+
+
+async def test_renew_and_release(store: CheckpointStore) -> None:
+    _, lease = await start_run(store, "r1")
+    renewed = await store.renew_lease(lease, 120)
+    assert renewed.epoch == lease.epoch and renewed.expires_at > lease.expires_at
+    run = await store.get_run("r1")
+    assert run is not None and run.lease_expires_at == renewed.expires_at
+    await store.release_lease(dataclasses.replace(lease, owner="someone else"))
+    assert (await store.get_run("r1")).lease_owner == "owner-1"  # type: ignore[union-attr]
+    await store.release_lease(renewed)
+    run = await store.get_run("r1")
+    assert run is not None and (run.lease_owner, run.lease_expires_at) == (None, None)
+    taken = await store.acquire_lease("r1", "b", 30)
+    assert taken.epoch == lease.epoch + 1
+
+
+async def test_cancel_fences_the_holder_and_closes_requests(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    head = chain.head.id
+    await store.commit(Commit(lease, requests=[request("r1", head, "q1"), request("r1", head, "q2")]))
+    await store.commit(Commit(lease, answers={"q1": b"1"}))
+    cancelled = await store.cancel_run("r1")
+    assert cancelled.status is RunStatus.CANCELLED
+    assert cancelled.lease_epoch == lease.epoch + 1 and cancelled.lease_owner is None
+    assert await store.get_run("r1") == cancelled
+    assert [r.id for r in await store.get_requests("r1")] == ["q1"]
+    with pytest.raises(LeaseLostError):
+        await store.commit(Commit(lease, checkpoint=chain.next()))
+    with pytest.raises(RunNotFoundError):
+        await store.cancel_run("nope")
+
+
+# -- prune -----------------------------------------------------------------------------------
+
+
+async def _long_run(store: CheckpointStore, run_id: str, n: int) -> tuple[Chain, Lease]:
+    """A run whose value ``first`` is written once and referenced by every checkpoint."""
+    chain, lease = await start_run(store, run_id, first={"first": "kept", "count": 0})
+    for i in range(1, n):
+        cp = chain.next(values={"count": i}, appends={"log": [i]}, created=at(i))
+        await store.commit(Commit(lease, checkpoint=cp))
+    return chain, lease
+
+
+async def _assert_loads_exactly(store: CheckpointStore, chain: Chain) -> None:
+    kept = {m.id for m in await store.list_checkpoints(chain.run_id, thread=chain.thread)}
+    for meta in chain.metas:
+        if meta.id in kept:
+            loaded = await store.load_checkpoint(chain.run_id, meta.id)
+            assert state_of(loaded) == chain.expected[meta.id]
+
+
+async def test_prune_keep_last_keeps_heads_and_referenced_values(store: CheckpointStore) -> None:
+    chain, _ = await _long_run(store, "r1", 10)
+    assert await store.prune(keep_last=3) == 7
+    remaining = await store.list_checkpoints("r1")
+    assert [m.id for m in remaining] == [m.id for m in chain.metas[-3:]][::-1]
+    await _assert_loads_exactly(store, chain)
+    assert await store.prune(keep_last=3) == 0
+
+
+async def test_prune_by_age_and_by_run(store: CheckpointStore) -> None:
+    c1, _ = await _long_run(store, "r1", 6)
+    c2, _ = await _long_run(store, "r2", 6)
+    assert await store.prune(run_id="r1", older_than=at(3)) == 3
+    assert [m.seq for m in await store.list_checkpoints("r1")] == [5, 4, 3]
+    assert len(await store.list_checkpoints("r2")) == 6
+    assert await store.prune(older_than=at(100)) == 2 + 5  # both runs down to their heads
+    assert await store.list_checkpoints("r1") == [c1.head]
+    assert await store.list_checkpoints("r2") == [c2.head]
+    await _assert_loads_exactly(store, c1)
+    await _assert_loads_exactly(store, c2)
+
+
+async def test_prune_spares_what_the_run_still_needs(store: CheckpointStore) -> None:
+    chain, lease = await _long_run(store, "r1", 4)
+    waiting, answered, anchored = chain.metas[0], chain.metas[1], chain.metas[2]
+    await store.commit(Commit(lease, requests=[request("r1", waiting.id, "open"),
+                                               request("r1", answered.id, "done")]))
+    await store.commit(Commit(lease, answers={"done": b"1"}))
+    await store.put_step(lease, step("r1", answered.id, "a", "s", b"1"))
+    sub = chain.sub("review/x", at_index=2)  # node ids may hold "/" too
+    await store.commit(Commit(lease, checkpoint=sub.next(values={"inner": 1})))
+    for _ in range(2):
+        await store.commit(Commit(lease, checkpoint=chain.next(values={"count": 99})))
+    task_base = chain.metas[4]
+    await store.put_task_writes(lease, [task_write("r1", task_base.id, "a")])
+    assert await store.prune() == 2  # `answered` and metas[3]
+    kept = {m.id for m in await store.list_checkpoints("r1")}
+    assert kept == {waiting.id, anchored.id, task_base.id, chain.head.id, sub.head.id}
+    assert await store.get_requests("r1") == [request("r1", waiting.id, "open")]
+    assert await store.get_steps("r1", answered.id, "a") == {}
+    await _assert_loads_exactly(store, chain)
+    await _assert_loads_exactly(store, sub)
+
+
+async def test_prune_keeps_values_older_checkpoints_wrote(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1", first={"big": "x" * 100, "n": 0})
+    for i in range(1, 5):
+        await store.commit(Commit(lease, checkpoint=chain.next(values={"n": i})))
+    assert await store.prune() == 4
+    loaded = await store.load_checkpoint("r1", chain.head.id)
+    assert state_of(loaded) == chain.expected[chain.head.id]
+    assert loaded.values["big"] == b'"' + b"x" * 100 + b'"'
+
+
+async def test_a_checkpoint_whose_value_is_missing_is_corrupted(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    cp = chain.next(values={"x": 1})
+    meta = dataclasses.replace(cp.meta, value_versions={**cp.meta.value_versions, "ghost": 0})
+    await store.commit(Commit(lease, checkpoint=dataclasses.replace(cp, meta=meta)))
+    with pytest.raises(CheckpointCorruptedError, match="ghost"):
+        await store.load_checkpoint("r1", meta.id)
+    assert state_of(await store.load_checkpoint("r1", chain.metas[0].id)) == chain.expected[
+        chain.metas[0].id]
+
+
+_channel_writes = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(-(2**63), 2**63 - 1),
+                                 max_size=2)
+_log_appends = st.dictionaries(st.sampled_from(["log", "history:n"]),
+                               st.lists(st.text(max_size=3), max_size=3), max_size=2)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(_channel_writes, _log_appends), min_size=1, max_size=8))
+async def test_any_chain_loads_back_exactly(store: CheckpointStore, steps: list[Any]) -> None:
+    run_id = new_id("run")
+    chain, lease = await start_run(store, run_id)
+    for values, appends in steps:
+        await store.commit(Commit(lease, checkpoint=chain.next(values=values, appends=appends)))
+    for meta in chain.metas:
+        assert state_of(await store.load_checkpoint(run_id, meta.id)) == chain.expected[meta.id]

@@ -1,0 +1,84 @@
+"""The shared SQL layer: transaction functions are plain data flow, any driver runs them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from durable_flow import _sql
+from durable_flow._sql import Execute, ExecuteMany, Fetch, FetchEach, Op
+from durable_flow._sqlite import SQLITE, SqliteStore
+from durable_flow._tables import queries_for
+from durable_flow.errors import RunNotFoundError
+
+from .builders import make_run
+
+
+def _sync_perform(conn: sqlite3.Connection):  # type: ignore[no-untyped-def]
+    def perform(op: Op) -> object:
+        match op:
+            case Fetch(stmt, params):
+                return conn.execute(stmt.sql, params).fetchall()
+            case Execute(stmt, params):
+                return conn.execute(stmt.sql, params).rowcount
+            case ExecuteMany(stmt, rows):
+                return conn.executemany(stmt.sql, rows).rowcount
+            case FetchEach(stmt, rows):
+                return [conn.execute(stmt.sql, p).fetchall() for p in rows]
+        raise AssertionError(op)
+    return perform
+
+
+async def test_an_async_driver_runs_the_same_transaction_functions(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await store.create_run(make_run("r1"), [], None)
+    q = queries_for(SQLITE)
+    conn = sqlite3.connect(path, isolation_level=None)
+    sync = _sync_perform(conn)
+    performed: list[str] = []
+
+    async def perform(op: Op) -> object:
+        performed.append(type(op).__name__)
+        return sync(op)
+
+    try:
+        assert await _sql.drive_async(_sql.get_run_tx(q, "r1"), perform) == make_run("r1")
+        lease = await _sql.drive_async(_sql.acquire_lease_tx(q, "r1", "me", 30), perform)
+        assert lease.epoch == 1
+        with pytest.raises(RunNotFoundError):
+            await _sql.drive_async(_sql.acquire_lease_tx(q, "nope", "me", 30), perform)
+    finally:
+        conn.close()
+    assert performed == ["Fetch", "Fetch", "Execute", "Fetch"]
+
+
+def test_statements_bind_by_name_in_sql_order() -> None:
+    q = queries_for(SQLITE)
+    stmt = q.lease_renew
+    assert stmt.sql.count("?") == len(stmt.names)
+    assert stmt.bind({"owner": "o", "epoch": 2, "run_id": "r", "expires": 9, "extra": 1}) == (
+        9, "r", 2, "o")
+    with pytest.raises(KeyError):
+        stmt.bind({"owner": "o"})
+
+
+def test_literals_become_constants_not_sql_text() -> None:
+    q = queries_for(SQLITE)
+    assert "cancelled" not in q.run_cancel.sql
+    params = q.run_cancel.bind({"run_id": "r", "now": 5})
+    assert "cancelled" in params and 1 in params
+
+
+def test_every_statement_compiles_for_postgresql() -> None:
+    from sqlalchemy.dialects import postgresql
+
+    from durable_flow._tables import SqlDialect
+
+    q = queries_for(SqlDialect(postgresql.asyncpg.dialect(), postgresql.insert))
+    assert "runs.run_id = $1" in q.run_get.sql and "?" not in q.run_get.sql
+    assert q.lease_check.sql.endswith("FOR UPDATE")
+    assert "ON CONFLICT (run_id, request_id) DO NOTHING" in q.req_insert.sql
+    assert q.tw_upsert.names == ("run_id", "checkpoint_id", "node", "data", "created_at")

@@ -1,0 +1,82 @@
+"""The public surface named in DESIGN.md is importable from ``durable_flow``."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+
+import durable_flow
+
+# Every name DESIGN.md lists as importable from the package (PostgresStore
+# "comes with the scale-out work" and is not part of this milestone).
+CONTRACT_NAMES = [
+    "END", "Blackboard", "Command", "Message", "ToolCall", "NodeContext", "WorkflowBuilder",
+    "Workflow", "Runtime", "MemoryStore", "SqliteStore", "RunStatus", "RunResult",
+    "PendingRequest", "Snapshot", "CheckpointInfo", "CheckpointRef", "RunInfo", "Event",
+    "ErrorInfo", "RetryPolicy", "add", "append", "merge", "ChatModel", "load_workflow",
+    "DurableFlowError", "WorkflowValidationError", "WorkflowMismatchError", "InvalidInputError",
+    "StateUpdateError", "ConflictingUpdateError", "SuperstepLimitError", "InvalidGotoError",
+    "DuplicateStepError", "SubworkflowError", "RunFailedError", "RunNotFoundError",
+    "InvalidResponseError", "UnknownRequestError", "SerializationError", "RunLockedError",
+    "LeaseLostError",
+]
+
+
+def test_every_contract_name_is_importable_from_the_package() -> None:
+    missing = [name for name in CONTRACT_NAMES
+               if not hasattr(durable_flow, name) or name not in durable_flow.__all__]
+    assert missing == []
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    # ruff's RUF022 order: CONSTANTS, then CamelCase, then the rest, each alphabetical
+    kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name
+
+
+def test_all_is_sorted_and_lists_every_public_name() -> None:
+    exported = durable_flow.__all__
+    assert exported == sorted(exported, key=_isort_key)
+    assert len(set(exported)) == len(exported)
+    public = {name for name, value in vars(durable_flow).items()
+              if not name.startswith("_") and not inspect.ismodule(value)}
+    assert public == set(exported)
+    for name in exported:
+        assert hasattr(durable_flow, name), name
+
+
+def test_every_public_name_and_method_has_a_docstring() -> None:
+    undocumented = []
+    for name in durable_flow.__all__:
+        obj = getattr(durable_flow, name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue  # constants such as END
+        if not (obj.__doc__ or "").strip():
+            undocumented.append(name)
+        if inspect.isclass(obj) and obj.__module__.startswith("durable_flow"):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") or not inspect.isfunction(member):
+                    continue
+                if not (member.__doc__ or "").strip():
+                    undocumented.append(f"{name}.{attr}")
+    assert undocumented == []
+
+
+def test_every_error_derives_from_durable_flow_error() -> None:
+    for name in durable_flow.__all__:
+        obj = getattr(durable_flow, name)
+        if inspect.isclass(obj) and issubclass(obj, Exception):
+            assert issubclass(obj, durable_flow.DurableFlowError), name
+
+
+def test_run_status_is_a_str_enum_with_the_contract_values() -> None:
+    rs = durable_flow.RunStatus
+    assert issubclass(rs, str) and issubclass(rs, enum.Enum)
+    assert {s.value for s in rs} == {"running", "waiting", "completed", "failed", "cancelled"}
+    assert rs.WAITING == "waiting"
+    assert rs("completed") is rs.COMPLETED
+    assert isinstance(rs.FAILED, str)
+
+
+def test_end_is_a_string_target() -> None:
+    assert isinstance(durable_flow.END, str) and durable_flow.END
