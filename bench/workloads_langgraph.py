@@ -242,14 +242,14 @@ async def _pending(app: Any, saver: AsyncSqliteSaver) -> list[tuple[str, Any]]:
     return out
 
 
-async def inbox(folder: str, rep: int) -> dict[str, Any]:
+async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]:
     path = Path(folder) / "lg_inbox.db"
     graph = ask_graph()
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)
     t_list, pending = await _timed(lambda: _pending(app, saver))
     await conn.close()
-    assert len(pending) >= INBOX_RUNS - 10, len(pending)
+    assert len(pending) >= runs - 10, len(pending)
     thread, _ = pending[rep]
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)

@@ -20,7 +20,7 @@ from workloads_common import (
     peak_rss_mb,
 )
 
-from durable_flow import Blackboard, Message, Runtime, RunStatus, WorkflowBuilder, add
+from durable_flow import Blackboard, Message, RunStatus, Runtime, WorkflowBuilder, add
 from durable_flow._clock import utcnow
 from durable_flow._engine import RunContext, ThreadRunner
 from durable_flow._store import Lease
@@ -202,13 +202,13 @@ async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
     return {"build_s": time.perf_counter() - t0, "runs": runs}
 
 
-async def inbox(folder: str, rep: int) -> dict[str, Any]:
+async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]:
     """Time the inbox listing and one answer + resume, each on a fresh store."""
     path = Path(folder) / "ours_inbox.db"
     wf = ask_workflow()
     async with Runtime(_store(path)) as rt:
         t_list, pending = await _timed(lambda: rt.pending_requests())
-    assert len(pending) >= INBOX_RUNS - 10, len(pending)
+    assert len(pending) >= runs - 10, len(pending)
     req = pending[rep]  # each repetition answers a different run
     async with Runtime(_store(path)) as rt:
         t_resume, r = await _timed(lambda: rt.resume(wf, req.run_id, responses={req.id: True}))

@@ -5,6 +5,8 @@ supersteps and every superstep is committed to a checkpoint store, so runs
 survive crashes, wait for people, and can be resumed or forked.
 """
 
+import typing as _typing
+
 from ._agent import Agent
 from ._blackboard import Blackboard
 from ._builder import WorkflowBuilder
@@ -59,8 +61,19 @@ from .errors import (
     WorkflowValidationError,
 )
 
+if _typing.TYPE_CHECKING:
+    from ._sqlite import SqliteStore
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> _typing.Any:
+    # the SQL stores pull in SQLAlchemy and alembic: import them on first use
+    if name == "SqliteStore":
+        from ._sqlite import SqliteStore
+
+        return SqliteStore
+    raise AttributeError(f"module 'durable_flow' has no attribute {name!r}")
 
 __all__ = [
     "END",
@@ -103,6 +116,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "Snapshot",
+    "SqliteStore",
     "StateUpdateError",
     "StoreError",
     "SubworkflowError",

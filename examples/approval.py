@@ -14,8 +14,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from durable_flow import END, Blackboard, NodeContext, RunStatus, Runtime, WorkflowBuilder, append
-from durable_flow._sqlite import SqliteStore
+from durable_flow import (
+    END,
+    Blackboard,
+    NodeContext,
+    RunStatus,
+    Runtime,
+    SqliteStore,
+    WorkflowBuilder,
+    append,
+)
 
 
 class Review(BaseModel):

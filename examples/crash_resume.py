@@ -48,7 +48,8 @@ async def child(db: str) -> None:
 async def main(db: Path = Path("crash_resume.db")) -> list[int]:
     """Kill a child at superstep 11, resume here; returns the supersteps seen."""
     env = {**os.environ, "KILL_AT": "11"}
-    proc = subprocess.run([sys.executable, __file__, "--child", str(db)], env=env, check=False)
+    proc = await asyncio.to_thread(
+        subprocess.run, [sys.executable, __file__, "--child", str(db)], env=env, check=False)
     print("child exit code:", proc.returncode, "(-9 is SIGKILL)")
     async with Runtime(SqliteStore(db)) as rt:
         print("committed before the crash:", len(await rt.history("counter-run")) - 1, "supersteps")

@@ -13,8 +13,16 @@ import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
-from durable_flow import END, Blackboard, NodeContext, RunStatus, Runtime, WorkflowBuilder, append
-from durable_flow._sqlite import SqliteStore
+from durable_flow import (
+    END,
+    Blackboard,
+    NodeContext,
+    RunStatus,
+    Runtime,
+    SqliteStore,
+    WorkflowBuilder,
+    append,
+)
 
 
 class Research(Blackboard):

@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,11 +28,11 @@ from durable_flow import (
     RunLockedError,
     RunStatus,
     Runtime,
+    SqliteStore,
     WorkflowBuilder,
     add,
     append,
 )
-from durable_flow._sqlite import SqliteStore
 
 DB = Path(os.environ.get("DEMO_DB", "demo.db"))
 LOG = DB.with_suffix(".log")
@@ -114,9 +112,9 @@ async def child() -> None:
                      workflow_ref="examples.showcase:workflow")
 
 
-async def wait_for_superstep(n: int, proc: subprocess.Popen[bytes]) -> None:
+async def wait_for_superstep(n: int, proc: asyncio.subprocess.Process) -> None:
     async with Runtime(SqliteStore(DB)) as rt:
-        while proc.poll() is None:
+        while proc.returncode is None:
             runs = await rt.list_runs()
             if runs and any(cp.superstep >= n for cp in await rt.history(RUN_ID)):
                 return
@@ -148,12 +146,12 @@ async def parent() -> None:
         path.unlink(missing_ok=True)
     console.rule("[bold]durable-flow showcase")
     console.print("1. A child process starts the run: plan, then 3 parallel fetches, then a summary.")
-    proc = subprocess.Popen([sys.executable, __file__, "--child"])
+    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--child")
     await wait_for_superstep(2, proc)
-    time.sleep(0.5)  # let the summary start
+    await asyncio.sleep(0.5)  # let the summary start
     console.print(f"2. The fetches are committed; [red]SIGKILL[/red] to the child (pid {proc.pid}).")
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    await proc.wait()
     show_log("before the crash")
     console.print("3. Resuming the run in this process...")
     result = await resume_after_crash()

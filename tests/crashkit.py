@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from durable_flow import (  # noqa: E402
+from durable_flow import (
     END,
     Blackboard,
     Runtime,
@@ -25,7 +25,7 @@ from durable_flow import (  # noqa: E402
     add,
     append,
 )
-from durable_flow._sqlite import SqliteStore  # noqa: E402
+from durable_flow._sqlite import SqliteStore
 
 LOG = Path(os.environ["CRASH_LOG"]) if os.environ.get("CRASH_LOG") else None
 POINT = os.environ.get("CRASH_POINT", "")
@@ -54,12 +54,12 @@ class Work(Blackboard):
 
 def _node(name: str) -> Any:
     async def fn(state: Work, ctx: Any) -> dict[str, Any]:
-        if POINT == f"after_commit:{ctx.superstep - 1}":
+        if f"after_commit:{ctx.superstep - 1}" == POINT:
             die()  # superstep - 1 is committed; nothing of this one has happened
         record(f"{name}@{ctx.superstep}")
-        if POINT == f"inside:{name}:{ctx.superstep}":
+        if f"inside:{name}:{ctx.superstep}" == POINT:
             die()
-        if POINT == f"sibling:{name}":
+        if f"sibling:{name}" == POINT:
             await asyncio.sleep(0.6)  # the fast siblings' writes are saved meanwhile
             die()
         return {"log": [f"{name}@{ctx.superstep}"], "count": 1}
@@ -143,7 +143,7 @@ def nested_workflow() -> Any:
         def make(n: str, last: bool) -> Any:
             async def fn(state: Inner, ctx: Any) -> dict[str, Any]:
                 record(f"{ctx.node}@{ctx.superstep}")
-                if POINT == f"inside:{ctx.node}":
+                if f"inside:{ctx.node}" == POINT:
                     die()
                 out: dict[str, Any] = {"steps": [n]}
                 if last:

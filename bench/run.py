@@ -1,0 +1,680 @@
+"""durable-flow vs LangGraph, side by side: ``make bench`` (or ``python bench/run.py``).
+
+Every measurement runs in a fresh worker process (``run.py --worker SPEC``)
+in its own temporary folder, so peak RSS is per workload and no connection,
+cache or import is shared between the two sides. Pairs are interleaved:
+ours, theirs, ours, theirs... for every repetition.
+
+Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
+RESULTS.md between the ``analysis`` markers is written by hand and kept
+when the file is regenerated.
+
+Options: ``--reps N`` (default 3), ``--quick`` (small sizes, for a smoke
+test; writes to a temporary folder unless ``--out`` is given), ``--only
+chain,fanout,inbox`` (a subset), ``--no-profile``, ``--out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MARK_START = "<!-- analysis:start -->"
+MARK_END = "<!-- analysis:end -->"
+
+SIDES = {"ours": "workloads_ours", "theirs": "workloads_langgraph"}
+LABEL = {"ours": "durable-flow", "theirs": "LangGraph"}
+
+
+# --------------------------------------------------------------------------- worker
+def worker(spec: dict[str, Any]) -> None:
+    """Run one workload in this (fresh) process and print its result as JSON."""
+    sys.path.insert(0, str(HERE))
+    code = 0
+    try:
+        if spec["side"] == "floor":
+            import workloads_common
+
+            result: Any = workloads_common.floor(**spec["args"])
+        else:
+            module = __import__(SIDES[spec["side"]])
+            fn = module.WORKLOADS[spec["workload"]]
+            profile = spec.get("profile")
+            result = _profiled(fn, spec) if profile else asyncio.run(fn(**spec["args"]))
+        print("RESULT " + json.dumps(result), flush=True)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        code = 1
+    # aiosqlite threads of a failed run must not keep the process alive
+    os._exit(code)
+
+
+def _profiled(fn: Callable[..., Any], spec: dict[str, Any]) -> dict[str, Any]:
+    from pyinstrument import Profiler
+
+    tx = _count_transactions()
+    profiler = Profiler(interval=0.0005, async_mode="enabled")
+    profiler.start()
+    result = asyncio.run(fn(**spec["args"]))
+    session = profiler.stop()
+    text = profiler.output_text(unicode=False, color=False, show_all=False)
+    own, waits = _self_times(session.root_frame())
+    return {"result": result, "tree": text, "self": own, "await": waits,
+            "duration": session.duration, "cpu": session.cpu_time, "tx": tx}
+
+
+def _count_transactions() -> dict[str, float]:
+    """Time every SQLite transaction on the store's thread (bench-side wrapper)."""
+    try:
+        from durable_flow import _sqlite
+    except ImportError:
+        return {}
+    stats = {"write_n": 0, "write_s": 0.0, "read_n": 0, "read_s": 0.0}
+    original = _sqlite._SqliteDriver._transact
+
+    def timed(self: Any, tx: Any, write: bool) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return original(self, tx, write)
+        finally:
+            kind = "write" if write else "read"
+            stats[f"{kind}_n"] += 1
+            stats[f"{kind}_s"] += time.perf_counter() - t0
+
+    _sqlite._SqliteDriver._transact = timed  # type: ignore[method-assign]
+    return stats
+
+
+def _self_times(root: Any, top: int = 20) -> tuple[list[tuple[str, float]],
+                                                   list[tuple[str, float]]]:
+    """Exclusive CPU time per function, and time spent awaiting per function."""
+    own: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    stack = [root] if root is not None else []
+    while stack:
+        frame = stack.pop()
+        stack.extend(frame.children)
+        if frame.is_synthetic:
+            continue
+        where = f"{frame.function} ({_short(frame.file_path or '')}:{frame.line_no})"
+        real = sum(c.time for c in frame.children if not c.is_synthetic_leaf)
+        awaited = sum(c.time for c in frame.children if c.identifier == "[await]")
+        cpu = frame.time - real - awaited
+        if cpu > 0:
+            own[where] = own.get(where, 0.0) + cpu
+        if awaited > 0:
+            waits[where] = waits.get(where, 0.0) + awaited
+    return (sorted(own.items(), key=lambda kv: -kv[1])[:top],
+            sorted(waits.items(), key=lambda kv: -kv[1])[:8])
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/durable_flow/", "/lib/python3"):
+        if marker in path:
+            tail = path.split(marker, 1)[1]
+            return ("durable_flow/" + tail) if marker == "/durable_flow/" else tail
+    return Path(path).name
+
+
+# --------------------------------------------------------------------------- driver
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.reps: int = args.reps
+        self.results: dict[str, Any] = {"runs": []}
+        self.log_lines: list[str] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="df-bench-"))
+
+    def log(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[{stamp}] {text}", flush=True)
+
+    def spawn(self, side: str, workload: str, args: dict[str, Any], *,
+              profile: bool = False, timeout: float = 900) -> Any:
+        spec = {"side": side, "workload": workload, "args": args, "profile": profile}
+        proc = subprocess.run(
+            [sys.executable, str(HERE / "run.py"), "--worker", json.dumps(spec)],
+            capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        for line in proc.stdout.splitlines():
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+        raise RuntimeError(f"worker {side}/{workload} failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-4000:]}")
+
+    def folder(self) -> str:
+        return tempfile.mkdtemp(dir=self.tmp)
+
+    def pair(self, workload: str, args_for: Callable[[str], dict[str, Any]],
+             note: str) -> dict[str, list[Any]]:
+        """Interleave ours/theirs for ``reps`` repetitions; fresh folder each time."""
+        out: dict[str, list[Any]] = {"ours": [], "theirs": []}
+        for rep in range(self.reps):
+            for side in ("ours", "theirs"):
+                folder = self.folder()
+                t0 = time.perf_counter()
+                res = self.spawn(side, workload, {"folder": folder, **args_for(side)})
+                shutil.rmtree(folder, ignore_errors=True)
+                out[side].append(res)
+                self.log(f"{note} rep {rep + 1}/{self.reps} {LABEL[side]}: "
+                         f"{_brief(res)} ({time.perf_counter() - t0:.1f}s)")
+        return out
+
+    # workloads ---------------------------------------------------------------
+    def floor(self) -> None:
+        runs = []
+        for rep in range(self.reps):
+            folder = self.folder()
+            runs.append(self.spawn("floor", "floor", {"folder": folder}))
+            shutil.rmtree(folder, ignore_errors=True)
+            self.log(f"floor rep {rep + 1}: median {runs[-1]['median_s'] * 1e3:.3f} ms")
+        self.results.setdefault("floor", []).extend(runs)
+
+    def chain(self) -> None:
+        sizes = self.args.sizes
+        reads = 5
+        self.results["chain"] = {}
+        for n in sizes:
+            self.floor()  # the floor is sampled next to every size, on the same disk
+            self.results["chain"][str(n)] = self.pair(
+                "chain", lambda _side, n=n: {"n": n, "reads": reads if n >= 1000 else 0},
+                f"chain N={n}")
+
+    def fanout(self) -> None:
+        self.results["fanout"] = self.pair("fanout", lambda _side: {}, "fanout")
+
+    def inbox(self) -> None:
+        runs = self.args.inbox_runs
+        build: dict[str, Any] = {}
+        folders: dict[str, str] = {}
+        for side in ("ours", "theirs"):
+            folders[side] = self.folder()
+            build[side] = self.spawn(side, "inbox_build", {"folder": folders[side], "runs": runs})
+            self.log(f"inbox build {LABEL[side]}: {runs} waiting runs in "
+                     f"{build[side]['build_s']:.1f}s (synchronous=NORMAL, setup only)")
+        out: dict[str, list[Any]] = {"ours": [], "theirs": []}
+        for rep in range(self.reps):
+            for side in ("ours", "theirs"):
+                res = self.spawn(side, "inbox", {"folder": folders[side], "rep": rep,
+                                                 "runs": runs})
+                out[side].append(res)
+                self.log(f"inbox rep {rep + 1}/{self.reps} {LABEL[side]}: list "
+                         f"{res['list_s'] * 1e3:.1f} ms, answer+resume {res['resume_s'] * 1e3:.1f} ms")
+        self.results["inbox"] = {"build": build, "runs": out}
+        self.inbox_folder = folders["ours"]
+        shutil.rmtree(folders["theirs"], ignore_errors=True)
+
+    # profiles of missed targets ----------------------------------------------
+    def profile(self, targets: list[dict[str, Any]]) -> None:
+        missed = {t["key"] for t in targets if t["met"] is False}
+        wanted: list[tuple[str, str, dict[str, Any], str]] = []
+        n_mid = 1000 if 1000 in self.args.sizes else self.args.sizes[0]
+        if missed & {"throughput", "floor"}:
+            wanted.append(("chain", f"chain N={n_mid}: run (throughput, cost vs floor)",
+                           {"n": n_mid, "reads": 0}, "chain"))
+        if missed & {"resume"}:
+            n_big = max(self.args.sizes)
+            wanted.append(("chain", f"chain N={n_big}: run then resume reads (5 fresh stores)",
+                           {"n": n_big, "reads": 5}, "chain"))
+        if "fanout" in missed:
+            wanted.append(("fanout", "fanout run", {}, "fanout"))
+        if "inbox" in missed and getattr(self, "inbox_folder", None):
+            wanted.append(("inbox", "inbox list + answer", {"rep": 50,
+                                                             "runs": self.args.inbox_runs},
+                           "inbox"))
+        profiles = []
+        for workload, title, args, _ in wanted:
+            folder = self.inbox_folder if workload == "inbox" else self.folder()
+            self.log(f"profiling durable-flow: {title}")
+            prof = self.spawn("ours", workload, {"folder": folder, **args}, profile=True)
+            prof["title"] = title
+            profiles.append(prof)
+        self.results["profiles"] = profiles
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _brief(res: dict[str, Any]) -> str:
+    parts = []
+    if "supersteps_per_s" in res:
+        parts.append(f"{res['supersteps_per_s']:.0f} supersteps/s")
+    if "bytes_per_superstep" in res:
+        parts.append(f"{res['bytes_per_superstep']:.0f} B/superstep")
+    if "rss_mb" in res:
+        parts.append(f"RSS {res['rss_mb']:.0f} MiB")
+    if "reads" in res:
+        r = res["reads"]
+        parts.append("get_state head/middle " + "/".join(
+            f"{r[k] * 1e3:.1f}" for k in ("head", "middle")) + " ms")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- stats
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _fmt_ms(s: float) -> str:
+    ms = s * 1e3
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
+
+
+def _fmt_num(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _fmt_bytes(x: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def row(label: str, ours: list[float], theirs: list[float], fmt: Callable[[float], str],
+        best: Callable[[list[float]], float] = min) -> str:
+    mo, mt = med(ours), med(theirs)
+    ratio = mo / mt if mt else float("nan")
+    return (f"| {label} | {fmt(mo)} ({fmt(best(ours))}) | {fmt(mt)} ({fmt(best(theirs))}) "
+            f"| {ratio:.3g} |")
+
+
+HEAD = "| metric | durable-flow median (best) | LangGraph median (best) | ratio ours/theirs |"
+SEP = "|---|---|---|---|"
+
+
+def machine() -> list[str]:
+    mem = "?"
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    cpu = "?"
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+
+    def ver(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    libs = ", ".join(f"{p} {ver(p)}" for p in (
+        "durable-flow", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
+        "aiosqlite", "SQLAlchemy", "pydantic", "orjson", "ormsgpack", "pyinstrument"))
+    return [
+        f"- CPU: {os.cpu_count()} cores (`nproc` = {len(os.sched_getaffinity(0))}), {cpu}",
+        f"- memory: {mem}; disk: the temporary folder's file system ({tempfile.gettempdir()})",
+        f"- OS: {platform.platform()}",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}",
+        f"- libraries: {libs}",
+    ]
+
+
+# --------------------------------------------------------------------------- report
+def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
+    targets: list[dict[str, Any]] = []
+    chain = res.get("chain", {})
+    floor_med = med([f["median_s"] for f in res.get("floor", [])]) if res.get("floor") else None
+
+    def add(key: str, text: str, measured: str, met: bool | None) -> None:
+        targets.append({"key": key, "text": text, "measured": measured, "met": met})
+
+    def c(n: int, side: str, k: str) -> float:
+        return med([r[k] for r in chain[str(n)][side]])
+
+    mid = 1000 if 1000 in sizes else sizes[len(sizes) // 2]
+    if chain:
+        ratio = c(mid, "ours", "supersteps_per_s") / c(mid, "theirs", "supersteps_per_s")
+        add("throughput", f"chain N={mid}: at least 4x LangGraph's supersteps/s",
+            f"{ratio:.2f}x", ratio >= 4)
+        b = c(mid, "ours", "bytes_per_superstep") / c(mid, "theirs", "bytes_per_superstep")
+        add("bytes", f"chain N={mid}: at most 1/50 of LangGraph's database bytes",
+            f"1/{1 / b:.0f}", b <= 1 / 50)
+        lo, hi = min(sizes), max(sizes)
+        g_ours = c(hi, "ours", "bytes_per_superstep") / c(lo, "ours", "bytes_per_superstep")
+        g_theirs = c(hi, "theirs", "bytes_per_superstep") / c(lo, "theirs", "bytes_per_superstep")
+        add("flat", f"bytes per superstep flat: N={hi} within 1.2x of N={lo} (LangGraph grows)",
+            f"ours {g_ours:.2f}x, LangGraph {g_theirs:.1f}x", g_ours <= 1.2 and g_theirs > 1.2)
+        if floor_med:
+            mult = c(mid, "ours", "s_per_superstep") / floor_med
+            add("floor", f"chain N={mid}: per-superstep cost at most 2x the floor transaction",
+                f"{mult:.1f}x ({_fmt_ms(c(mid, 'ours', 's_per_superstep'))} ms vs "
+                f"{_fmt_ms(floor_med)} ms)", mult <= 2)
+        big = str(max(sizes))
+        if "reads" in chain[big]["ours"][0]:
+            pooled = {k: [x for r in chain[big]["ours"] for x in r["reads_all"][k]]
+                      for k in ("head", "middle", "load_head", "load_middle")}
+            worst = max(med(pooled["head"]), med(pooled["middle"]))
+            add("resume", f"resume (get_state) from the head or the middle at N={big} under 10 ms",
+                f"head {_fmt_ms(med(pooled['head']))} ms, middle "
+                f"{_fmt_ms(med(pooled['middle']))} ms (engine loader: "
+                f"{_fmt_ms(med(pooled['load_head']))} / {_fmt_ms(med(pooled['load_middle']))} ms)",
+                worst < 0.010)
+        if "1000" in chain and "reads" in chain["1000"]["ours"][0]:
+            h = med([x for r in chain["1000"]["ours"] for x in r["reads_all"]["history"]])
+            add("history", "history of a 1,000-superstep run under 50 ms", f"{_fmt_ms(h)} ms",
+                h < 0.050)
+    if "fanout" in res:
+        f = res["fanout"]
+        ratio = med([r["supersteps_per_s"] for r in f["ours"]]) / med(
+            [r["supersteps_per_s"] for r in f["theirs"]])
+        add("fanout", "fanout: at least 3x LangGraph's supersteps/s", f"{ratio:.2f}x", ratio >= 3)
+    if "inbox" in res:
+        lst = med([r["list_s"] for r in res["inbox"]["runs"]["ours"]])
+        n = res["inbox"]["runs"]["ours"][0]["pending"]
+        add("inbox", f"inbox over {n:,} waiting runs under 100 ms", f"{_fmt_ms(lst)} ms",
+            lst < 0.100)
+    return targets
+
+
+def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Path,
+           loads: tuple[str, str]) -> str:
+    res = bench.results
+    sizes = bench.args.sizes
+    lines = ["# Benchmarks: durable-flow vs LangGraph", ""]
+    command = " ".join([".venv/bin/python bench/run.py", *sys.argv[1:]])
+    lines += [f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `make bench` "
+              f"(`{command}`) in {wall / 60:.1f} min.", ""]
+    lines += ["## Machine and versions", "", *machine(),
+              f"- load average (1/5/15 min) at start: {loads[0]}; at the end: {loads[1]}. "
+              "The machine is shared with other work, so absolute times are noisy; the "
+              "pairs are interleaved so both sides see the same conditions.", ""]
+    lines += ["## Method", "",
+              "- durable-flow: `SqliteStore(path, synchronous=\"full\")` (WAL, "
+              "`PRAGMA synchronous=FULL`, `BEGIN IMMEDIATE` per commit).",
+              "- LangGraph: `AsyncSqliteSaver` on an `aiosqlite` connection with "
+              "`PRAGMA synchronous=FULL` (its `setup()` sets WAL), graphs run with "
+              "`durability=\"sync\"`. State: `Annotated[list, operator.add]` of dict "
+              "messages and `Annotated[int, operator.add]`, the cheapest append on their side "
+              "(no `add_messages`, no message classes). Nodes are `async def` on both sides.",
+              "- Every measurement is a fresh worker process with a fresh database in a "
+              "temporary folder; pairs run interleaved (ours, theirs, ours, theirs, ...), "
+              f"{bench.reps} repetitions each. Tables give the median and, in parentheses, the "
+              "best (max throughput / min time or size) over the repetitions.",
+              "- Database bytes: every connection closed, `PRAGMA wal_checkpoint(TRUNCATE)`, "
+              "then `page_count * page_size` minus the same for the freshly set-up empty "
+              "database (so the schema is not counted per superstep).",
+              "- Peak RSS: `ru_maxrss` of the worker process right after the run "
+              "(imports included; the baseline after imports is given too).",
+              "- Reads (resume, history): on a new store / saver object (new SQLite "
+              "connection) each; opening the connection and setup are not timed. The page cache "
+              "is warm. 5 samples per repetition, pooled.",
+              "- Floor: stdlib `sqlite3`, same journal mode (WAL) and `synchronous=FULL`, "
+              "`BEGIN IMMEDIATE; INSERT` one 200-byte blob `; COMMIT`, 400 transactions after "
+              "a warm-up, median per transaction; sampled before each chain size.", ""]
+
+    lines += ["## Targets", "", "| target | measured | status |", "|---|---|---|"]
+    for t in targets:
+        status = "met" if t["met"] else "**missed**" if t["met"] is False else "n/a"
+        lines.append(f"| {t['text']} | {t['measured']} | {status} |")
+    lines.append("")
+
+    if res.get("floor"):
+        fl = res["floor"]
+        lines += ["## Floor: one raw SQLite transaction (~200 bytes, WAL, synchronous=FULL)", "",
+                  "| samples | median per transaction | best sample median | p90 |",
+                  "|---|---|---|---|",
+                  f"| {len(fl)} x 400 | {_fmt_ms(med([f['median_s'] for f in fl]))} ms | "
+                  f"{_fmt_ms(min(f['median_s'] for f in fl))} ms | "
+                  f"{_fmt_ms(med([f['p90_s'] for f in fl]))} ms |", ""]
+
+    if "chain" in res:
+        floor_med = med([f["median_s"] for f in res["floor"]]) if res.get("floor") else None
+        lines += ["## chain: one node looping on itself, one ~200-byte message + counter per "
+                  "superstep", ""]
+        for n in sizes:
+            ch = res["chain"][str(n)]
+
+            def col(side: str, key: str, ch: dict[str, Any] = ch) -> list[float]:
+                return [r[key] for r in ch[side]]
+
+            lines += [f"### N = {n:,}", "", HEAD, SEP,
+                      row("supersteps/s (higher is better)", col("ours", "supersteps_per_s"),
+                          col("theirs", "supersteps_per_s"), _fmt_num, max),
+                      row("ms per superstep", col("ours", "s_per_superstep"),
+                          col("theirs", "s_per_superstep"), _fmt_ms)]
+            if floor_med:
+                lines.append(row("per-superstep cost as a multiple of the floor",
+                                 [x / floor_med for x in col("ours", "s_per_superstep")],
+                                 [x / floor_med for x in col("theirs", "s_per_superstep")],
+                                 lambda x: f"{x:.1f}x"))
+            lines += [row("database bytes per superstep", col("ours", "bytes_per_superstep"),
+                          col("theirs", "bytes_per_superstep"), _fmt_bytes),
+                      row("database size", col("ours", "db_bytes"), col("theirs", "db_bytes"),
+                          _fmt_bytes),
+                      row("peak RSS, MiB", col("ours", "rss_mb"), col("theirs", "rss_mb"),
+                          lambda x: f"{x:.0f}"),
+                      row("RSS after imports, before the run, MiB", col("ours", "rss_base_mb"),
+                          col("theirs", "rss_base_mb"), lambda x: f"{x:.0f}"), ""]
+
+        read_rows = [("head", "get_state(head)", "aget_state(head)"),
+                     ("middle", "get_state(middle)", "aget_state(middle)"),
+                     ("load_head", "engine loader, head", "saver.aget_tuple(head)"),
+                     ("load_middle", "engine loader, middle", "saver.aget_tuple(middle)")]
+        read_sizes = [n for n in sizes if "reads" in res["chain"][str(n)]["ours"][0]]
+        if read_sizes:
+            lines += ["## resume: loading a checkpoint on a fresh connection", "",
+                      "Ours: `Runtime.get_state(run_id, checkpoint_id)` on a new `SqliteStore`, "
+                      "and the engine's own loader (`ThreadRunner.load`: "
+                      "`store.load_checkpoint` + typed decode, what `resume` uses). Theirs: "
+                      "`graph.aget_state(config)` and `AsyncSqliteSaver.aget_tuple(config)`. "
+                      "The middle checkpoint is superstep N/2 (N/2 messages). Times in ms; "
+                      "median (best) over all samples.", "",
+                      "| N | read | durable-flow | LangGraph | ratio ours/theirs |",
+                      "|---|---|---|---|---|"]
+            for n in read_sizes:
+                ch = res["chain"][str(n)]
+                for key, ours_name, theirs_name in read_rows:
+                    o = [x for r in ch["ours"] for x in r["reads_all"][key]]
+                    t = [x for r in ch["theirs"] for x in r["reads_all"][key]]
+                    lines.append(f"| {n:,} | {ours_name} / {theirs_name} | {_fmt_ms(med(o))} "
+                                 f"({_fmt_ms(min(o))}) | {_fmt_ms(med(t))} ({_fmt_ms(min(t))}) "
+                                 f"| {med(o) / med(t):.3g} |")
+            lines.append("")
+        if "1000" in res["chain"] and "reads" in res["chain"]["1000"]["ours"][0]:
+            ch = res["chain"]["1000"]
+            o = [x for r in ch["ours"] for x in r["reads_all"]["history"]]
+            t = [x for r in ch["theirs"] for x in r["reads_all"]["history"]]
+            traw = [x for r in ch["theirs"] for x in r["reads_all"]["history_raw"]]
+            lines += ["## history: listing the checkpoints of a 1,000-superstep run", "",
+                      "Ours: `Runtime.history(run_id)` (metadata only). Theirs: "
+                      "`graph.aget_state_history(config)`, and the raw `saver.alist(config)` "
+                      "(both decode every checkpoint blob: LangGraph has no metadata-only "
+                      "listing). Times in ms, median (best).", "",
+                      "| read | durable-flow | LangGraph | ratio ours/theirs |",
+                      "|---|---|---|---|",
+                      f"| history vs aget_state_history | {_fmt_ms(med(o))} ({_fmt_ms(min(o))}) | "
+                      f"{_fmt_ms(med(t))} ({_fmt_ms(min(t))}) | {med(o) / med(t):.3g} |",
+                      f"| history vs saver.alist | {_fmt_ms(med(o))} ({_fmt_ms(min(o))}) | "
+                      f"{_fmt_ms(med(traw))} ({_fmt_ms(min(traw))}) | {med(o) / med(traw):.3g} |",
+                      ""]
+        lines += ["## Plot", "", "![bytes and time per superstep against N](chain.png)", ""]
+
+    if "fanout" in res:
+        f = res["fanout"]
+        sup = f["ours"][0]["supersteps"]
+        lines += ["## fanout: 8 parallel nodes then a join, 50 rounds", "",
+                  f"Each round is 3 supersteps (start, 8 branches, join): {sup} supersteps. "
+                  "Each branch appends one ~200-byte message and adds 1 to a counter.", "",
+                  HEAD, SEP,
+                  row("supersteps/s (higher is better)", [r["supersteps_per_s"] for r in f["ours"]],
+                      [r["supersteps_per_s"] for r in f["theirs"]], _fmt_num, max),
+                  row("rounds/s", [r["rounds_per_s"] for r in f["ours"]],
+                      [r["rounds_per_s"] for r in f["theirs"]], _fmt_num, max),
+                  row("database size", [r["db_bytes"] for r in f["ours"]],
+                      [r["db_bytes"] for r in f["theirs"]], _fmt_bytes),
+                  row("peak RSS, MiB", [r["rss_mb"] for r in f["ours"]],
+                      [r["rss_mb"] for r in f["theirs"]], lambda x: f"{x:.0f}"), ""]
+
+    if "inbox" in res:
+        ib = res["inbox"]
+        runs = ib["runs"]
+        n = runs["ours"][0]["pending"]
+        lines += [f"## inbox: {bench.args.inbox_runs:,} runs each waiting on one request", "",
+                  "Setup only (not measured against each other): each side's database is built "
+                  "by running a one-node request workflow in a loop with `synchronous=NORMAL` "
+                  f"(durable-flow {ib['build']['ours']['build_s']:.0f} s, LangGraph "
+                  f"{ib['build']['theirs']['build_s']:.0f} s). The measurements reopen it with "
+                  "`synchronous=FULL`. Each repetition answers a different run.", "",
+                  "Ours: `Runtime.pending_requests()` (one query over all runs), then "
+                  "`Runtime.resume(workflow, run_id, responses={id: True})`. Theirs: LangGraph "
+                  "has no inbox, so the listing reads the distinct thread ids and calls "
+                  "`graph.aget_state` per thread to collect its interrupts; the answer is "
+                  "`graph.ainvoke(Command(resume=True), config, durability=\"sync\")`.", "",
+                  HEAD, SEP,
+                  row(f"list all {n:,} pending requests, ms", [r["list_s"] for r in runs["ours"]],
+                      [r["list_s"] for r in runs["theirs"]], _fmt_ms),
+                  row("answer one and resume it to completion, ms",
+                      [r["resume_s"] for r in runs["ours"]],
+                      [r["resume_s"] for r in runs["theirs"]], _fmt_ms), ""]
+
+    if res.get("profiles"):
+        lines += ["## Profiles of missed targets (pyinstrument, durable-flow side)", "",
+                  "Event-loop thread only: SQLite work runs on the store's own thread, so a "
+                  "commit shows as time awaiting it. Self time is exclusive time per function, "
+                  "summed over the call tree.", ""]
+        for p in res["profiles"]:
+            lines += [f"### {p['title']} ({p['duration']:.2f} s profiled)", "",
+                      "| function (file:line) | self time, s | share |", "|---|---|---|"]
+            for where, secs in p["self"]:
+                lines.append(f"| `{where}` | {secs:.3f} | {secs / p['duration']:.0%} |")
+            tree = "\n".join(p["tree"].splitlines()[:70])
+            lines += ["", "<details><summary>call tree</summary>", "", "```", tree, "```", "",
+                      "</details>", ""]
+
+    analysis = _kept_analysis(out_dir / "RESULTS.md")
+    lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
+    return "\n".join(lines)
+
+
+def _kept_analysis(path: Path) -> str:
+    default = "\n_No analysis written yet._\n"
+    if not path.exists():
+        return default
+    text = path.read_text()
+    if MARK_START in text and MARK_END in text:
+        return text.split(MARK_START, 1)[1].split(MARK_END, 1)[0]
+    return default
+
+
+def plot(res: dict[str, Any], sizes: list[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    styles = {"ours": ("tab:blue", "o"), "theirs": ("tab:red", "s")}
+    for side in ("ours", "theirs"):
+        color, marker = styles[side]
+        b = [med([r["bytes_per_superstep"] for r in res["chain"][str(n)][side]]) for n in sizes]
+        t = [med([r["s_per_superstep"] for r in res["chain"][str(n)][side]]) * 1e3
+             for n in sizes]
+        ax_b.plot(sizes, b, marker=marker, color=color, label=LABEL[side])
+        ax_t.plot(sizes, t, marker=marker, color=color, label=LABEL[side])
+        for x, y in zip(sizes, b, strict=True):
+            ax_b.annotate(_fmt_bytes(y), (x, y), textcoords="offset points", xytext=(4, 6),
+                          fontsize=8, color=color)
+        for x, y in zip(sizes, t, strict=True):
+            ax_t.annotate(f"{y:.2f} ms", (x, y), textcoords="offset points", xytext=(4, 6),
+                          fontsize=8, color=color)
+    if res.get("floor"):
+        fl = med([f["median_s"] for f in res["floor"]]) * 1e3
+        ax_t.axhline(fl, color="gray", linestyle="--", label=f"floor ({fl:.2f} ms)")
+        ax_t.axhline(2 * fl, color="gray", linestyle=":", label="2x floor (target)")
+    for ax, title, unit in ((ax_b, "database bytes per superstep", "bytes"),
+                            (ax_t, "time per superstep", "ms")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N (supersteps in the run)")
+        ax.set_ylabel(unit)
+        ax.set_title(f"chain: {title}")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("durable-flow (SqliteStore) vs LangGraph (AsyncSqliteSaver), "
+                 "SQLite synchronous=FULL", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        worker(json.loads(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="chain,fanout,inbox")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    args.sizes = [50, 200, 400] if args.quick else [100, 1000, 5000]
+    args.inbox_runs = 300 if args.quick else 10_000
+    out_dir = Path(args.out) if args.out else (
+        Path(tempfile.mkdtemp(prefix="df-bench-out-")) if args.quick else HERE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(","))
+    bench = Bench(args)
+    start = time.perf_counter()
+    load0 = _loadavg()
+    bench.log(f"durable-flow vs LangGraph: {args.reps} repetitions, output in {out_dir}")
+    try:
+        if "chain" in only:
+            bench.chain()
+        if "fanout" in only:
+            bench.fanout()
+        if "inbox" in only:
+            bench.inbox()
+        targets = evaluate(bench.results, args.sizes)
+        if not args.no_profile:
+            bench.profile(targets)
+        wall = time.perf_counter() - start
+        raw = Path(tempfile.gettempdir()) / "df-bench-results.json"
+        raw.write_text(json.dumps(bench.results, indent=1))
+        bench.log(f"raw results: {raw}")
+        text = report(bench, targets, wall, out_dir, (load0, _loadavg()))
+        (out_dir / "RESULTS.md").write_text(text)
+        if "chain" in bench.results:
+            plot(bench.results, args.sizes, out_dir / "chain.png")
+    finally:
+        bench.cleanup()
+    for t in targets:
+        print(f"  [{'met' if t['met'] else 'MISSED'}] {t['text']}: {t['measured']}")
+    bench.log(f"done in {(time.perf_counter() - start) / 60:.1f} min; see {out_dir / 'RESULTS.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Every example runs, and does what its docstring says."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the models' annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_approval_rejects_then_publishes_once(tmp_path: Path) -> None:
+    url = await load("approval").main(tmp_path / "approval.db")
+    assert url == "https://blog.example/tides"
+
+
+async def test_nested_review_answers_the_deepest_request(tmp_path: Path) -> None:
+    assert await load("nested_review").main(tmp_path / "nested.db") is True
+
+
+async def test_triage_routes_by_summed_urgency() -> None:
+    triage = load("triage")
+    assert await triage.main("Enterprise checkout is DOWN! outage!!") == "pager"
+    assert await triage.main("enterprise question") == "priority"
+    assert await triage.main("a small typo") == "backlog"
+
+
+async def test_retries_then_resume_reruns_only_the_failed_task(tmp_path: Path) -> None:
+    attempts = await load("retries").main(tmp_path / "retries.db")
+    assert attempts == {"fetch": 3, "slow": 2, "strict": 2}
+
+
+def test_crash_resume_repeats_nothing(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "crash_resume.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "child exit code: -9" in proc.stdout
+    assert "seen = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]" in proc.stdout
+
+
+def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
+    env = {**os.environ, "DEMO_DB": str(tmp_path / "demo.db"), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "showcase.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "SIGKILL" in out and "completed" in out
+    log = (tmp_path / "demo.log").read_text().splitlines()
+    for fetch in ("archive", "papers", "news"):
+        assert log.count(f"{fetch} did its work") == 1, "a committed fetch ran again"
+    assert log.count("summarize started") == 2  # killed inside it, then run again
