@@ -179,21 +179,32 @@ class Bench:
         return out
 
     # workloads ---------------------------------------------------------------
-    def floor(self) -> None:
+    def floor(self, reps: int | None = None) -> None:
+        for rep in range(reps or self.reps):
+            for sync, key in (("FULL", "floor"), ("NORMAL", "floor_normal")):
+                folder = self.folder()
+                res = self.spawn("floor", "floor", {"folder": folder, "synchronous": sync})
+                shutil.rmtree(folder, ignore_errors=True)
+                self.results.setdefault(key, []).append(res)
+                self.log(f"floor {sync} rep {rep + 1}: median {res['median_s'] * 1e3:.3f} ms")
+
+    def decompose(self) -> None:
+        n = 1000 if 1000 in self.args.sizes else self.args.sizes[-1]
         runs = []
         for rep in range(self.reps):
             folder = self.folder()
-            runs.append(self.spawn("floor", "floor", {"folder": folder}))
+            runs.append(self.spawn("ours", "decompose", {"folder": folder, "n": n}))
             shutil.rmtree(folder, ignore_errors=True)
-            self.log(f"floor rep {rep + 1}: median {runs[-1]['median_s'] * 1e3:.3f} ms")
-        self.results.setdefault("floor", []).extend(runs)
+            self.log(f"decompose N={n} rep {rep + 1}: " + ", ".join(
+                f"{k} {v['s_per_superstep'] * 1e3:.2f} ms" for k, v in runs[-1].items()))
+        self.results["decompose"] = {"n": n, "runs": runs}
 
     def chain(self) -> None:
         sizes = self.args.sizes
         reads = 5
         self.results["chain"] = {}
         for n in sizes:
-            self.floor()  # the floor is sampled next to every size, on the same disk
+            self.floor(1)  # the floor is sampled next to every size, on the same disk
             self.results["chain"][str(n)] = self.pair(
                 "chain", lambda _side, n=n: {"n": n, "reads": reads if n >= 1000 else 0},
                 f"chain N={n}")
@@ -434,13 +445,38 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
     lines.append("")
 
     if res.get("floor"):
-        fl = res["floor"]
-        lines += ["## Floor: one raw SQLite transaction (~200 bytes, WAL, synchronous=FULL)", "",
-                  "| samples | median per transaction | best sample median | p90 |",
-                  "|---|---|---|---|",
-                  f"| {len(fl)} x 400 | {_fmt_ms(med([f['median_s'] for f in fl]))} ms | "
-                  f"{_fmt_ms(min(f['median_s'] for f in fl))} ms | "
-                  f"{_fmt_ms(med([f['p90_s'] for f in fl]))} ms |", ""]
+        lines += ["## Floor: one raw SQLite transaction (~200 bytes, WAL)", "",
+                  "| synchronous | samples | median per transaction | best sample median "
+                  "| p90 |", "|---|---|---|---|---|"]
+        for key, sync in (("floor", "FULL"), ("floor_normal", "NORMAL")):
+            fl = res.get(key, [])
+            if fl:
+                lines.append(
+                    f"| {sync} | {len(fl)} x 400 | {_fmt_ms(med([f['median_s'] for f in fl]))} "
+                    f"ms | {_fmt_ms(min(f['median_s'] for f in fl))} ms | "
+                    f"{_fmt_ms(med([f['p90_s'] for f in fl]))} ms |")
+        lines.append("")
+    if res.get("decompose"):
+        dec = res["decompose"]
+        n = dec["n"]
+        lines += [f"### Where a durable-flow superstep goes (chain N={n:,})", "",
+                  "The same run on `MemoryStore` (engine only, no I/O), on `SqliteStore` with "
+                  "`synchronous=\"normal\"` (SQLite work without the sync) and with "
+                  "`\"full\"`. Median (best) over the repetitions.", "",
+                  "| store | ms per superstep | CPU ms per superstep (all threads) |",
+                  "|---|---|---|"]
+        names = {"memory": "MemoryStore (engine only)", "normal": "SqliteStore, normal",
+                 "full": "SqliteStore, full"}
+        for kind, name in names.items():
+            wall = [r[kind]["s_per_superstep"] for r in dec["runs"]]
+            cpu = [r[kind]["cpu_per_superstep"] for r in dec["runs"]]
+            lines.append(f"| {name} | {_fmt_ms(med(wall))} ({_fmt_ms(min(wall))}) | "
+                         f"{_fmt_ms(med(cpu))} ({_fmt_ms(min(cpu))}) |")
+        for key, sync in (("floor_normal", "NORMAL"), ("floor", "FULL")):
+            if res.get(key):
+                lines.append(f"| floor transaction, {sync} | "
+                             f"{_fmt_ms(med([f['median_s'] for f in res[key]]))} | |")
+        lines.append("")
 
     if "chain" in res:
         floor_med = med([f["median_s"] for f in res["floor"]]) if res.get("floor") else None
@@ -456,7 +492,9 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
                       row("supersteps/s (higher is better)", col("ours", "supersteps_per_s"),
                           col("theirs", "supersteps_per_s"), _fmt_num, max),
                       row("ms per superstep", col("ours", "s_per_superstep"),
-                          col("theirs", "s_per_superstep"), _fmt_ms)]
+                          col("theirs", "s_per_superstep"), _fmt_ms),
+                      row("CPU ms per superstep (all threads)", col("ours", "cpu_per_superstep"),
+                          col("theirs", "cpu_per_superstep"), _fmt_ms)]
             if floor_med:
                 lines.append(row("per-superstep cost as a multiple of the floor",
                                  [x / floor_med for x in col("ours", "s_per_superstep")],
@@ -558,10 +596,22 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
                   "commit shows as time awaiting it. Self time is exclusive time per function, "
                   "summed over the call tree.", ""]
         for p in res["profiles"]:
-            lines += [f"### {p['title']} ({p['duration']:.2f} s profiled)", "",
-                      "| function (file:line) | self time, s | share |", "|---|---|---|"]
+            lines += [f"### {p['title']} ({p['duration']:.2f} s profiled, "
+                      f"{p['cpu']:.2f} s CPU)", ""]
+            tx = p.get("tx") or {}
+            if tx.get("write_n"):
+                lines += [f"SQLite transactions on the store thread: {tx['write_n']} writes "
+                          f"({tx['write_s'] / tx['write_n'] * 1e3:.2f} ms each, "
+                          f"{tx['write_s']:.2f} s in all), {tx['read_n']} reads "
+                          f"({tx['read_s']:.3f} s in all).", ""]
+            lines += ["| function (file:line) | self CPU time, s | share of wall |",
+                      "|---|---|---|"]
             for where, secs in p["self"]:
                 lines.append(f"| `{where}` | {secs:.3f} | {secs / p['duration']:.0%} |")
+            if p.get("await"):
+                lines += ["", "Awaiting (time a coroutine spent suspended, by where it waited):",
+                          "", "| coroutine (file:line) | awaiting, s |", "|---|---|"]
+                lines += [f"| `{w}` | {secs:.3f} |" for w, secs in p["await"]]
             tree = "\n".join(p["tree"].splitlines()[:70])
             lines += ["", "<details><summary>call tree</summary>", "", "```", tree, "```", "",
                       "</details>", ""]
@@ -654,6 +704,8 @@ def main() -> None:
     try:
         if "chain" in only:
             bench.chain()
+            bench.decompose()
+            bench.floor(1)
         if "fanout" in only:
             bench.fanout()
         if "inbox" in only:

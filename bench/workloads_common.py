@@ -52,16 +52,17 @@ def journal_mode(path: str | os.PathLike[str]) -> str:
         conn.close()
 
 
-def floor(folder: str, *, journal: str = "wal", count: int = 400) -> dict[str, float]:
+def floor(folder: str, *, synchronous: str = "FULL", count: int = 400) -> dict[str, float]:
     """Cost of one raw sqlite3 transaction writing ~200 bytes, same PRAGMAs and disk.
 
-    ``journal_mode`` as the stores use it, ``synchronous=FULL``; each
-    transaction is ``BEGIN IMMEDIATE; INSERT one 200-byte blob; COMMIT``.
+    ``journal_mode=WAL`` as both stores use it, ``synchronous`` FULL (or
+    NORMAL, to see the cost without the sync); each transaction is
+    ``BEGIN IMMEDIATE; INSERT one 200-byte blob; COMMIT``.
     """
     path = Path(folder) / "floor.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(f"PRAGMA journal_mode={journal}")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
     blob = CONTENT.encode()
     for _ in range(20):  # warm up: file growth, WAL creation

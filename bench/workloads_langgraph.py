@@ -149,14 +149,17 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": n + 10}
+    cpu0 = time.process_time()
     t, result = await _timed(lambda: app.ainvoke({"messages": [], "count": 0}, cfg,
                                                  durability="sync"))
+    cpu = time.process_time() - cpu0
     assert result["count"] == n and len(result["messages"]) == n
     await conn.close()
     rss = peak_rss_mb()
     size = db_bytes(path)
     out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
-                           "s_per_superstep": t / n, "db_bytes": size - size0,
+                           "s_per_superstep": t / n, "cpu_per_superstep": cpu / n,
+                           "db_bytes": size - size0,
                            "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
                            "rss_mb": rss, "rss_base_mb": rss0,
                            "journal_mode": journal_mode(path)}

@@ -20,7 +20,15 @@ from workloads_common import (
     peak_rss_mb,
 )
 
-from durable_flow import Blackboard, Message, RunStatus, Runtime, WorkflowBuilder, add
+from durable_flow import (
+    Blackboard,
+    MemoryStore,
+    Message,
+    RunStatus,
+    Runtime,
+    WorkflowBuilder,
+    add,
+)
 from durable_flow._clock import utcnow
 from durable_flow._engine import RunContext, ThreadRunner
 from durable_flow._store import Lease
@@ -140,13 +148,16 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
     size0 = await _setup_size(path)
     rss0 = peak_rss_mb()
     async with Runtime(_store(path)) as rt:
+        cpu0 = time.process_time()
         t, result = await _timed(lambda: rt.run(wf, {}, max_supersteps=n + 10))
+        cpu = time.process_time() - cpu0
         assert result.status is RunStatus.COMPLETED, result.error
         assert result.state.count == n and len(result.state.messages) == n
     rss = peak_rss_mb()
     size = db_bytes(path)
     out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
-                           "s_per_superstep": t / n, "db_bytes": size - size0,
+                           "s_per_superstep": t / n, "cpu_per_superstep": cpu / n,
+                           "db_bytes": size - size0,
                            "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
                            "rss_mb": rss, "rss_base_mb": rss0,
                            "journal_mode": journal_mode(path)}
@@ -216,4 +227,21 @@ async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]
     return {"list_s": t_list, "pending": len(pending), "resume_s": t_resume}
 
 
-WORKLOADS = {"chain": chain, "fanout": fanout, "inbox_build": inbox_build, "inbox": inbox}
+async def decompose(folder: str, n: int) -> dict[str, Any]:
+    """The chain run on MemoryStore, then SqliteStore normal and full: where the time goes."""
+    out: dict[str, Any] = {}
+    wf = chain_workflow(n)
+    for kind in ("memory", "normal", "full"):
+        path = Path(folder) / f"decompose-{kind}.db"
+        store = MemoryStore() if kind == "memory" else _store(path, kind)
+        async with Runtime(store) as rt:
+            cpu0 = time.process_time()
+            t, result = await _timed(lambda rt=rt: rt.run(wf, {}, max_supersteps=n + 10))
+            cpu = time.process_time() - cpu0
+            assert result.status is RunStatus.COMPLETED, result.error
+        out[kind] = {"s_per_superstep": t / n, "cpu_per_superstep": cpu / n}
+    return out
+
+
+WORKLOADS = {"decompose": decompose, "chain": chain, "fanout": fanout,
+             "inbox_build": inbox_build, "inbox": inbox}

@@ -22,7 +22,8 @@ an agent spec (any object with ``node_spec(id) -> NodeSpec``) or a
       - {source_id: greet, target_id: meal, condition: "user != ''", context_passed: [user]}
 
 Routing: a node's connections are tried in order and the first whose
-``condition`` holds is taken (no condition always holds); with ``fan_out:
+``condition`` holds is taken (no condition always holds, so a connection
+after such a one could never be taken and is reported); with ``fan_out:
 true`` every connection that holds is taken. A ``join: true`` node runs once
 every source of its incoming connections has completed (those connections
 carry no condition). A target whose ``skip_condition`` holds is passed over
@@ -367,7 +368,8 @@ def _assemble(d: Definition, targets: Mapping[str, _Target]) -> Workflow:
     for j in joins:
         b.add_fan_in([s or "" for s in dict.fromkeys(c.source for c in d.conns if c.target == j)],
                      j or "")
-    b.set_entry(d.entry.id or "" if d.entry is not None else "")
+    entry = d.entry  # exactly one: checked before building
+    b.set_entry(entry.id if entry is not None and entry.id is not None else "")
     b.set_exit(*(n.id or "" for n in d.nodes if n.is_exit))
     try:
         return b.build()

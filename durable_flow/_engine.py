@@ -309,7 +309,7 @@ class ThreadRunner:
             namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
         head = await self.rc.store.thread_head(self.rc.run_id, child.thread)
         if head is None:
-            data = {inner: getattr(view, outer) for inner, outer in sub.inputs.items()}
+            data = {inner: getattr(view, outer, None) for inner, outer in sub.inputs.items()}
             values = input_values(child.schema, data)
             from ._routing import route_entry
 

@@ -687,7 +687,7 @@ if __name__ == "__main__":
 
 async def test_a_sigkilled_tool_loop_resumes_without_repeating_finished_tool_calls(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sqlite = pytest.importorskip("durable_flow._sqlite")
+    import durable_flow._sqlite as sqlite
     script, log, db = tmp_path / "agent_flow.py", tmp_path / "exec.log", tmp_path / "runs.db"
     script.write_text(textwrap.dedent(FLOW))
     env = {**os.environ, "AGENT_LOG": str(log), "AGENT_DIE": "1",

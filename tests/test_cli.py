@@ -380,20 +380,6 @@ def test_graph_prints_mermaid_and_dot(db: Path) -> None:
     assert not db.exists()  # graph needs no database
 
 
-def _declarative_works() -> bool:
-    try:
-        from durable_flow._declarative import load_workflow
-
-        load_workflow({"name": "x", "connections": [], "nodes": [
-            {"id": "a", "agent_name": "a", "is_entry": True, "is_exit": True}]},
-            {"a": lambda state: None})
-    except Exception:
-        return False
-    return True
-
-
-needs_declarative = pytest.mark.skipif(not _declarative_works(),
-                                       reason="durable_flow._declarative is not usable yet")
 
 FLOW_YAML = textwrap.dedent('''
     name: yaml_publish
@@ -414,7 +400,6 @@ BAD_YAML = textwrap.dedent('''
 ''')
 
 
-@needs_declarative
 def test_validate_checks_a_file_and_says_when_agents_were_not_checked(
         db: Path, project: Path) -> None:
     (project / "flow.yaml").write_text(FLOW_YAML)
@@ -426,7 +411,6 @@ def test_validate_checks_a_file_and_says_when_agents_were_not_checked(
     assert data["notes"] == []
 
 
-@needs_declarative
 def test_validate_lists_every_problem_of_an_invalid_file(db: Path, project: Path) -> None:
     (project / "bad.yaml").write_text(BAD_YAML)
     result = cli(db, "validate", "bad.yaml", "--registry", f"{MODULE}:registry")
@@ -436,7 +420,6 @@ def test_validate_lists_every_problem_of_an_invalid_file(db: Path, project: Path
     assert data["valid"] is False and len(data["problems"]) >= 2
 
 
-@needs_declarative
 def test_graph_of_a_declarative_file(db: Path, project: Path) -> None:
     (project / "flow.yaml").write_text(FLOW_YAML)
     out = ok(cli(db, "graph", "flow.yaml", "--registry", f"{MODULE}:registry")).stdout
