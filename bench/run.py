@@ -69,17 +69,19 @@ def worker(spec: dict[str, Any]) -> None:
 
 
 def _profiled(fn: Callable[..., Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the workload with pyinstrument recording its measured (``timed``) calls."""
+    import workloads_common
     from pyinstrument import Profiler
 
     tx = _count_transactions()
-    profiler = Profiler(interval=0.0005, async_mode="enabled")
-    profiler.start()
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    workloads_common.PROFILER = profiler
     result = asyncio.run(fn(**spec["args"]))
-    session = profiler.stop()
+    session = profiler.last_session
     text = profiler.output_text(unicode=False, color=False, show_all=False)
-    own, waits = _self_times(session.root_frame())
-    return {"result": result, "tree": text, "self": own, "await": waits,
-            "duration": session.duration, "cpu": session.cpu_time, "tx": tx}
+    own = _self_times(session.root_frame())
+    return {"result": result, "tree": text, "self": own, "duration": session.duration,
+            "cpu": session.cpu_time, "tx": tx}
 
 
 def _count_transactions() -> dict[str, float]:
@@ -91,7 +93,11 @@ def _count_transactions() -> dict[str, float]:
     stats = {"write_n": 0, "write_s": 0.0, "read_n": 0, "read_s": 0.0}
     original = _sqlite._SqliteDriver._transact
 
+    import workloads_common
+
     def timed(self: Any, tx: Any, write: bool) -> Any:
+        if not workloads_common.ACTIVE:
+            return original(self, tx, write)
         t0 = time.perf_counter()
         try:
             return original(self, tx, write)
@@ -104,11 +110,9 @@ def _count_transactions() -> dict[str, float]:
     return stats
 
 
-def _self_times(root: Any, top: int = 20) -> tuple[list[tuple[str, float]],
-                                                   list[tuple[str, float]]]:
-    """Exclusive CPU time per function, and time spent awaiting per function."""
+def _self_times(root: Any, top: int = 20) -> list[tuple[str, float]]:
+    """Exclusive time per function (main thread), summed over the call tree."""
     own: dict[str, float] = {}
-    waits: dict[str, float] = {}
     stack = [root] if root is not None else []
     while stack:
         frame = stack.pop()
@@ -116,15 +120,10 @@ def _self_times(root: Any, top: int = 20) -> tuple[list[tuple[str, float]],
         if frame.is_synthetic:
             continue
         where = f"{frame.function} ({_short(frame.file_path or '')}:{frame.line_no})"
-        real = sum(c.time for c in frame.children if not c.is_synthetic_leaf)
-        awaited = sum(c.time for c in frame.children if c.identifier == "[await]")
-        cpu = frame.time - real - awaited
-        if cpu > 0:
-            own[where] = own.get(where, 0.0) + cpu
-        if awaited > 0:
-            waits[where] = waits.get(where, 0.0) + awaited
-    return (sorted(own.items(), key=lambda kv: -kv[1])[:top],
-            sorted(waits.items(), key=lambda kv: -kv[1])[:8])
+        t = frame.time - sum(c.time for c in frame.children if not c.is_synthetic_leaf)
+        if t > 0:
+            own[where] = own.get(where, 0.0) + t
+    return sorted(own.items(), key=lambda kv: -kv[1])[:top]
 
 
 def _short(path: str) -> str:
@@ -164,29 +163,36 @@ class Bench:
         return tempfile.mkdtemp(dir=self.tmp)
 
     def pair(self, workload: str, args_for: Callable[[str], dict[str, Any]],
-             note: str) -> dict[str, list[Any]]:
+             note: str, before: Callable[[], Any] | None = None,
+             reps: int | None = None) -> dict[str, list[Any]]:
         """Interleave ours/theirs for ``reps`` repetitions; fresh folder each time."""
-        out: dict[str, list[Any]] = {"ours": [], "theirs": []}
-        for rep in range(self.reps):
+        out: dict[str, list[Any]] = {"ours": [], "theirs": [], "before": []}
+        reps = reps or self.reps
+        for rep in range(reps):
+            if before is not None:
+                out["before"].append(before())
             for side in ("ours", "theirs"):
                 folder = self.folder()
                 t0 = time.perf_counter()
                 res = self.spawn(side, workload, {"folder": folder, **args_for(side)})
                 shutil.rmtree(folder, ignore_errors=True)
                 out[side].append(res)
-                self.log(f"{note} rep {rep + 1}/{self.reps} {LABEL[side]}: "
+                self.log(f"{note} rep {rep + 1}/{reps} {LABEL[side]}: "
                          f"{_brief(res)} ({time.perf_counter() - t0:.1f}s)")
         return out
 
     # workloads ---------------------------------------------------------------
-    def floor(self, reps: int | None = None) -> None:
-        for rep in range(reps or self.reps):
-            for sync, key in (("FULL", "floor"), ("NORMAL", "floor_normal")):
-                folder = self.folder()
-                res = self.spawn("floor", "floor", {"folder": folder, "synchronous": sync})
-                shutil.rmtree(folder, ignore_errors=True)
-                self.results.setdefault(key, []).append(res)
-                self.log(f"floor {sync} rep {rep + 1}: median {res['median_s'] * 1e3:.3f} ms")
+    def floor(self) -> dict[str, Any]:
+        """One floor sample at FULL and at NORMAL; returns the FULL one."""
+        out = {}
+        for sync, key in (("FULL", "floor"), ("NORMAL", "floor_normal")):
+            folder = self.folder()
+            res = self.spawn("floor", "floor", {"folder": folder, "synchronous": sync})
+            shutil.rmtree(folder, ignore_errors=True)
+            self.results.setdefault(key, []).append(res)
+            self.log(f"floor {sync}: median {res['median_s'] * 1e3:.3f} ms per transaction")
+            out[key] = res
+        return out["floor"]
 
     def decompose(self) -> None:
         n = 1000 if 1000 in self.args.sizes else self.args.sizes[-1]
@@ -204,13 +210,15 @@ class Bench:
         reads = 5
         self.results["chain"] = {}
         for n in sizes:
-            self.floor(1)  # the floor is sampled next to every size, on the same disk
+            # the floor is sampled right before every pair, on the same disk
             self.results["chain"][str(n)] = self.pair(
                 "chain", lambda _side, n=n: {"n": n, "reads": reads if n >= 1000 else 0},
-                f"chain N={n}")
+                f"chain N={n}", before=self.floor,
+                reps=self.args.reps_big if n == max(sizes) else None)
 
     def fanout(self) -> None:
-        self.results["fanout"] = self.pair("fanout", lambda _side: {}, "fanout")
+        self.results["fanout"] = self.pair("fanout", lambda _side: {}, "fanout",
+                                           before=self.floor)
 
     def inbox(self) -> None:
         runs = self.args.inbox_runs
@@ -235,16 +243,19 @@ class Bench:
 
     # profiles of missed targets ----------------------------------------------
     def profile(self, targets: list[dict[str, Any]]) -> None:
-        missed = {t["key"] for t in targets if t["met"] is False}
+        missed = {t["key"] for t in targets if t["met"] is False or t["met_fast"] is False}
         wanted: list[tuple[str, str, dict[str, Any], str]] = []
-        n_mid = 1000 if 1000 in self.args.sizes else self.args.sizes[0]
+        sizes = self.args.sizes
+        n_mid = 1000 if 1000 in sizes else sizes[len(sizes) // 2]
         if missed & {"throughput", "floor"}:
             wanted.append(("chain", f"chain N={n_mid}: run (throughput, cost vs floor)",
                            {"n": n_mid, "reads": 0}, "chain"))
-        if missed & {"resume"}:
+        if missed & {"resume", "history"}:
             n_big = max(self.args.sizes)
-            wanted.append(("chain", f"chain N={n_big}: run then resume reads (5 fresh stores)",
-                           {"n": n_big, "reads": 5}, "chain"))
+            wanted.append(("chain", f"chain N={n_big}: resume and history reads only "
+                           "(5 x get_state head, middle, engine loader head, middle, history; "
+                           "each on a fresh store)",
+                           {"n": n_big, "reads": 5, "profile_run": False}, "chain"))
         if "fanout" in missed:
             wanted.append(("fanout", "fanout run", {}, "fanout"))
         if "inbox" in missed and getattr(self, "inbox_folder", None):
@@ -346,22 +357,59 @@ def machine() -> list[str]:
 
 
 # --------------------------------------------------------------------------- report
+def _floor_multiples(pair: dict[str, Any], side: str) -> list[float]:
+    """Per repetition: seconds per superstep over the floor sampled just before it."""
+    return [r["s_per_superstep"] / f["median_s"]
+            for r, f in zip(pair[side], pair["before"], strict=True)]
+
+
+FAST_FLOOR_S = 0.001  # a floor sample under this means the disk was in its fast phase
+
+
+def _phase_idx(pair: dict[str, Any]) -> dict[str, list[int]]:
+    """Repetition indexes by the disk phase seen by the floor sampled just before them."""
+    out: dict[str, list[int]] = {"all": list(range(len(pair["ours"]))), "fast": [], "slow": []}
+    for i, f in enumerate(pair.get("before", [])):
+        out["fast" if f["median_s"] < FAST_FLOOR_S else "slow"].append(i)
+    return out
+
+
 def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
+    """Targets of the issue. Disk-bound ones are judged on all repetitions and on the
+    repetitions whose floor sample showed a fast disk (see the Method section)."""
     targets: list[dict[str, Any]] = []
     chain = res.get("chain", {})
-    floor_med = med([f["median_s"] for f in res.get("floor", [])]) if res.get("floor") else None
 
-    def add(key: str, text: str, measured: str, met: bool | None) -> None:
-        targets.append({"key": key, "text": text, "measured": measured, "met": met})
+    def add(key: str, text: str, measured: str, met: bool | None,
+            fast: tuple[str, bool | None] | None = None) -> None:
+        targets.append({"key": key, "text": text, "measured": measured, "met": met,
+                        "fast": fast[0] if fast else None, "met_fast": fast[1] if fast else None})
 
     def c(n: int, side: str, k: str) -> float:
         return med([r[k] for r in chain[str(n)][side]])
 
+    def by_phase(pair: dict[str, Any], value: Callable[[list[int]], float], fmt: str,
+                 ok: Callable[[float], bool]) -> tuple[tuple[str, bool | None],
+                                                        tuple[str, bool | None]]:
+        idx = _phase_idx(pair)
+        v_all = value(idx["all"])
+        whole = (fmt.format(v_all) + _phase_note(idx), ok(v_all))
+        if not idx["fast"]:
+            return whole, ("no repetition on a fast disk", None)
+        v_fast = value(idx["fast"])
+        return whole, (fmt.format(v_fast) + f" ({len(idx['fast'])} of {len(idx['all'])})",
+                       ok(v_fast))
+
+    def ratio_of(pair: dict[str, Any], key: str) -> Callable[[list[int]], float]:
+        return lambda ix: (med([pair["ours"][i][key] for i in ix])
+                           / med([pair["theirs"][i][key] for i in ix]))
+
     mid = 1000 if 1000 in sizes else sizes[len(sizes) // 2]
     if chain:
-        ratio = c(mid, "ours", "supersteps_per_s") / c(mid, "theirs", "supersteps_per_s")
-        add("throughput", f"chain N={mid}: at least 4x LangGraph's supersteps/s",
-            f"{ratio:.2f}x", ratio >= 4)
+        pair = chain[str(mid)]
+        whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s"), "{:.2f}x",
+                               lambda r: r >= 4)
+        add("throughput", f"chain N={mid}: at least 4x LangGraph's supersteps/s", *whole, fast)
         b = c(mid, "ours", "bytes_per_superstep") / c(mid, "theirs", "bytes_per_superstep")
         add("bytes", f"chain N={mid}: at most 1/50 of LangGraph's database bytes",
             f"1/{1 / b:.0f}", b <= 1 / 50)
@@ -370,11 +418,12 @@ def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
         g_theirs = c(hi, "theirs", "bytes_per_superstep") / c(lo, "theirs", "bytes_per_superstep")
         add("flat", f"bytes per superstep flat: N={hi} within 1.2x of N={lo} (LangGraph grows)",
             f"ours {g_ours:.2f}x, LangGraph {g_theirs:.1f}x", g_ours <= 1.2 and g_theirs > 1.2)
-        if floor_med:
-            mult = c(mid, "ours", "s_per_superstep") / floor_med
+        if pair.get("before"):
+            mults = _floor_multiples(pair, "ours")
+            whole, fast = by_phase(pair, lambda ix: med([mults[i] for i in ix]), "{:.1f}x",
+                                   lambda m: m <= 2)
             add("floor", f"chain N={mid}: per-superstep cost at most 2x the floor transaction",
-                f"{mult:.1f}x ({_fmt_ms(c(mid, 'ours', 's_per_superstep'))} ms vs "
-                f"{_fmt_ms(floor_med)} ms)", mult <= 2)
+                *whole, fast)
         big = str(max(sizes))
         if "reads" in chain[big]["ours"][0]:
             pooled = {k: [x for r in chain[big]["ours"] for x in r["reads_all"][k]]
@@ -390,16 +439,22 @@ def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
             add("history", "history of a 1,000-superstep run under 50 ms", f"{_fmt_ms(h)} ms",
                 h < 0.050)
     if "fanout" in res:
-        f = res["fanout"]
-        ratio = med([r["supersteps_per_s"] for r in f["ours"]]) / med(
-            [r["supersteps_per_s"] for r in f["theirs"]])
-        add("fanout", "fanout: at least 3x LangGraph's supersteps/s", f"{ratio:.2f}x", ratio >= 3)
+        pair = res["fanout"]
+        whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s"), "{:.2f}x",
+                               lambda r: r >= 3)
+        add("fanout", "fanout: at least 3x LangGraph's supersteps/s", *whole, fast)
     if "inbox" in res:
         lst = med([r["list_s"] for r in res["inbox"]["runs"]["ours"]])
         n = res["inbox"]["runs"]["ours"][0]["pending"]
         add("inbox", f"inbox over {n:,} waiting runs under 100 ms", f"{_fmt_ms(lst)} ms",
             lst < 0.100)
     return targets
+
+
+def _phase_note(idx: dict[str, list[int]]) -> str:
+    if not idx["fast"] and not idx["slow"]:
+        return ""
+    return f" ({len(idx['fast'])} fast-disk, {len(idx['slow'])} slow-disk repetitions)"
 
 
 def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Path,
@@ -424,8 +479,18 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
               "(no `add_messages`, no message classes). Nodes are `async def` on both sides.",
               "- Every measurement is a fresh worker process with a fresh database in a "
               "temporary folder; pairs run interleaved (ours, theirs, ours, theirs, ...), "
-              f"{bench.reps} repetitions each. Tables give the median and, in parentheses, the "
-              "best (max throughput / min time or size) over the repetitions.",
+              f"{bench.reps} repetitions each ({bench.args.reps_big} for the largest chain, "
+              f"N={max(sizes):,}, whose LangGraph run alone takes 30-60 s, to keep `make bench` "
+              "under 15 minutes). Tables give the median and, in parentheses, the best (max "
+              "throughput / min time or size) over the repetitions.",
+              "- Disk phases: on this (virtual, shared) disk an fsync costs ~0.2-0.3 ms while "
+              "the disk is quiet, but ~4 ms (it completes on a ~4 ms tick) while other processes "
+              "on the machine sync too; the phase changes from minute to minute. So the floor "
+              "is sampled right before every chain and fanout pair, and disk-bound numbers are "
+              "also given over the repetitions that ran in the fast phase. In the slow phase a "
+              "superstep's CPU work hides inside the 4 ms wait, which flatters every ratio to "
+              "the floor and shrinks the gap between the two libraries to their count of syncs "
+              "per superstep (ours 1, LangGraph 2 in the chain).",
               "- Database bytes: every connection closed, `PRAGMA wal_checkpoint(TRUNCATE)`, "
               "then `page_count * page_size` minus the same for the freshly set-up empty "
               "database (so the schema is not counted per superstep).",
@@ -438,10 +503,19 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
               "`BEGIN IMMEDIATE; INSERT` one 200-byte blob `; COMMIT`, 400 transactions after "
               "a warm-up, median per transaction; sampled before each chain size.", ""]
 
-    lines += ["## Targets", "", "| target | measured | status |", "|---|---|---|"]
+    def status(met: bool | None) -> str:
+        return "met" if met else "**missed**" if met is False else "n/a"
+
+    lines += ["## Targets", "",
+              "Disk-bound targets are judged twice: over all repetitions, and over the "
+              "repetitions whose floor sample (taken just before the pair) showed the disk in "
+              f"its fast phase (floor under {FAST_FLOOR_S * 1e3:.0f} ms; see Method).", "",
+              "| target | all repetitions | status | fast-disk repetitions | status |",
+              "|---|---|---|---|---|"]
     for t in targets:
-        status = "met" if t["met"] else "**missed**" if t["met"] is False else "n/a"
-        lines.append(f"| {t['text']} | {t['measured']} | {status} |")
+        fast = (t["fast"], status(t["met_fast"])) if t["fast"] else ("-", "")
+        lines.append(f"| {t['text']} | {t['measured']} | {status(t['met'])} | {fast[0]} | "
+                     f"{fast[1]} |")
     lines.append("")
 
     if res.get("floor"):
@@ -479,7 +553,6 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
         lines.append("")
 
     if "chain" in res:
-        floor_med = med([f["median_s"] for f in res["floor"]]) if res.get("floor") else None
         lines += ["## chain: one node looping on itself, one ~200-byte message + counter per "
                   "superstep", ""]
         for n in sizes:
@@ -495,10 +568,12 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
                           col("theirs", "s_per_superstep"), _fmt_ms),
                       row("CPU ms per superstep (all threads)", col("ours", "cpu_per_superstep"),
                           col("theirs", "cpu_per_superstep"), _fmt_ms)]
-            if floor_med:
-                lines.append(row("per-superstep cost as a multiple of the floor",
-                                 [x / floor_med for x in col("ours", "s_per_superstep")],
-                                 [x / floor_med for x in col("theirs", "s_per_superstep")],
+            if ch.get("before"):
+                lines.append(row("floor transaction sampled before the pair, ms",
+                                 [f["median_s"] for f in ch["before"]],
+                                 [f["median_s"] for f in ch["before"]], _fmt_ms))
+                lines.append(row("per-superstep cost as a multiple of that floor",
+                                 _floor_multiples(ch, "ours"), _floor_multiples(ch, "theirs"),
                                  lambda x: f"{x:.1f}x"))
             lines += [row("database bytes per superstep", col("ours", "bytes_per_superstep"),
                           col("theirs", "bytes_per_superstep"), _fmt_bytes),
@@ -604,14 +679,10 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
                           f"({tx['write_s'] / tx['write_n'] * 1e3:.2f} ms each, "
                           f"{tx['write_s']:.2f} s in all), {tx['read_n']} reads "
                           f"({tx['read_s']:.3f} s in all).", ""]
-            lines += ["| function (file:line) | self CPU time, s | share of wall |",
+            lines += ["| function (file:line) | self time, s | share |",
                       "|---|---|---|"]
             for where, secs in p["self"]:
                 lines.append(f"| `{where}` | {secs:.3f} | {secs / p['duration']:.0%} |")
-            if p.get("await"):
-                lines += ["", "Awaiting (time a coroutine spent suspended, by where it waited):",
-                          "", "| coroutine (file:line) | awaiting, s |", "|---|---|"]
-                lines += [f"| `{w}` | {secs:.3f} |" for w, secs in p["await"]]
             tree = "\n".join(p["tree"].splitlines()[:70])
             lines += ["", "<details><summary>call tree</summary>", "", "```", tree, "```", "",
                       "</details>", ""]
@@ -636,6 +707,7 @@ def plot(res: dict[str, Any], sizes: list[int], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
     styles = {"ours": ("tab:blue", "o"), "theirs": ("tab:red", "s")}
@@ -664,6 +736,10 @@ def plot(res: dict[str, Any], sizes: list[int], path: Path) -> None:
         ax.set_ylabel(unit)
         ax.set_title(f"chain: {title}")
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(FuncFormatter(
+            (lambda y, _: _fmt_bytes(y)) if unit == "bytes" else (lambda y, _: f"{y:g}")))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("durable-flow (SqliteStore) vs LangGraph (AsyncSqliteSaver), "
@@ -685,7 +761,9 @@ def main() -> None:
         worker(json.loads(sys.argv[2]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps-big", type=int, default=3,
+                        help="repetitions for the largest chain size (N=5000)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="chain,fanout,inbox")
     parser.add_argument("--no-profile", action="store_true")
@@ -705,7 +783,6 @@ def main() -> None:
         if "chain" in only:
             bench.chain()
             bench.decompose()
-            bench.floor(1)
         if "fanout" in only:
             bench.fanout()
         if "inbox" in only:

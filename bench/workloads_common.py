@@ -7,7 +7,11 @@ import resource
 import sqlite3
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # One ~200-byte message body (the serialized message is a little larger on both
 # sides: role and field names are added).
@@ -19,6 +23,30 @@ assert len(CONTENT) == 200
 FANOUT_WIDTH = 8
 FANOUT_ROUNDS = 50
 INBOX_RUNS = 10_000
+
+
+# Set by run.py in a profiling worker: a pyinstrument Profiler that records only
+# inside ``timed`` windows (the measured calls), not imports or setup.
+PROFILER: Any = None
+ACTIVE = False  # True while a profiled window runs (run.py counts transactions then)
+
+
+async def timed(fn: Callable[[], Awaitable[T]], *, profile: bool = True) -> tuple[float, T]:
+    """Await ``fn()``; return (seconds, result). The profiler, if any, runs meanwhile."""
+    global ACTIVE
+    prof = PROFILER if profile else None
+    if prof is not None:
+        prof.start()
+        ACTIVE = True
+    t0 = time.perf_counter()
+    try:
+        out = await fn()
+    finally:
+        elapsed = time.perf_counter() - t0
+        if prof is not None:
+            prof.stop()
+            ACTIVE = False
+    return elapsed, out
 
 
 def peak_rss_mb() -> float:

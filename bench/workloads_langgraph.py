@@ -24,6 +24,7 @@ from workloads_common import (
     db_bytes,
     journal_mode,
     peak_rss_mb,
+    timed,
 )
 
 NAME = "LangGraph"
@@ -109,18 +110,12 @@ async def _setup_size(path: Path) -> int:
     return db_bytes(path)
 
 
-async def _timed(fn: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = await fn()
-    return time.perf_counter() - t0, out
-
-
 async def _fresh(path: Path, graph: StateGraph, op: Any) -> float:
     """Time ``op(app, saver)`` on a new connection; connect/compile is not timed."""
     conn, saver = await _saver(path)
     try:
         app = graph.compile(checkpointer=saver)
-        t, _ = await _timed(lambda: op(app, saver))
+        t, _ = await timed(lambda: op(app, saver))
         return t
     finally:
         await conn.close()
@@ -150,10 +145,14 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
     app = graph.compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": n + 10}
     cpu0 = time.process_time()
-    t, result = await _timed(lambda: app.ainvoke({"messages": [], "count": 0}, cfg,
+    t, result = await timed(lambda: app.ainvoke({"messages": [], "count": 0}, cfg,
                                                  durability="sync"))
     cpu = time.process_time() - cpu0
     assert result["count"] == n and len(result["messages"]) == n
+    pragmas = {}
+    for k in ("synchronous", "journal_mode"):
+        async with conn.execute(f"PRAGMA {k}") as cur:
+            pragmas[k] = (await cur.fetchone())[0]
     await conn.close()
     rss = peak_rss_mb()
     size = db_bytes(path)
@@ -162,7 +161,7 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
                            "db_bytes": size - size0,
                            "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
                            "rss_mb": rss, "rss_base_mb": rss0,
-                           "journal_mode": journal_mode(path)}
+                           "journal_mode": journal_mode(path), "pragmas": pragmas}
     if reads:
         # checkpoint ids, from the metadata column only (not timed)
         with_steps = []
@@ -209,8 +208,8 @@ async def fanout(folder: str) -> dict[str, Any]:
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": 3 * FANOUT_ROUNDS + 10}
-    t, result = await _timed(lambda: app.ainvoke({"messages": [], "count": 0, "rounds": 0}, cfg,
-                                                 durability="sync"))
+    t, result = await timed(lambda: app.ainvoke({"messages": [], "count": 0, "rounds": 0},
+                                                cfg, durability="sync"))
     assert result["count"] == FANOUT_WIDTH * FANOUT_ROUNDS, result["count"]
     state = await app.aget_state(_cfg("t1"))
     supersteps = state.metadata["step"] + 1  # their steps start at 0 after the input (-1)
@@ -250,13 +249,13 @@ async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]
     graph = ask_graph()
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)
-    t_list, pending = await _timed(lambda: _pending(app, saver))
+    t_list, pending = await timed(lambda: _pending(app, saver))
     await conn.close()
     assert len(pending) >= runs - 10, len(pending)
     thread, _ = pending[rep]
     conn, saver = await _saver(path)
     app = graph.compile(checkpointer=saver)
-    t_resume, r = await _timed(lambda: app.ainvoke(Command(resume=True), _cfg(thread),
+    t_resume, r = await timed(lambda: app.ainvoke(Command(resume=True), _cfg(thread),
                                                    durability="sync"))
     assert r["approved"] is True
     await conn.close()

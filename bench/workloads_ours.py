@@ -18,6 +18,7 @@ from workloads_common import (
     db_bytes,
     journal_mode,
     peak_rss_mb,
+    timed,
 )
 
 from durable_flow import (
@@ -115,12 +116,6 @@ async def _setup_size(path: Path) -> int:
     return db_bytes(path)
 
 
-async def _timed(fn: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = await fn()
-    return time.perf_counter() - t0, out
-
-
 async def _loader(path: Path, wf: Any, run_id: str, checkpoint_id: str) -> float:
     """Engine-internal load (store.load_checkpoint + typed decode) on a fresh store."""
     store = _store(path)
@@ -128,7 +123,7 @@ async def _loader(path: Path, wf: Any, run_id: str, checkpoint_id: str) -> float
     try:
         rc = RunContext(store, Lease(run_id, "", 0, utcnow()), wf.name, lambda e: None)
         runner = ThreadRunner(rc, wf)
-        t, state = await _timed(lambda: runner.load(checkpoint_id))
+        t, state = await timed(lambda: runner.load(checkpoint_id))
         assert state.meta.id == checkpoint_id
         return t
     finally:
@@ -138,21 +133,23 @@ async def _loader(path: Path, wf: Any, run_id: str, checkpoint_id: str) -> float
 async def _fresh(path: Path, op: Any) -> float:
     """Time ``op(rt)`` on a new store object (new connection); setup is not timed."""
     async with Runtime(_store(path)) as rt:
-        t, _ = await _timed(lambda: op(rt))
+        t, _ = await timed(lambda: op(rt))
         return t
 
 
-async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
+async def chain(folder: str, n: int, reads: int = 0, profile_run: bool = True) -> dict[str, Any]:
     path = Path(folder) / "ours.db"
     wf = chain_workflow(n)
     size0 = await _setup_size(path)
     rss0 = peak_rss_mb()
     async with Runtime(_store(path)) as rt:
         cpu0 = time.process_time()
-        t, result = await _timed(lambda: rt.run(wf, {}, max_supersteps=n + 10))
+        t, result = await timed(lambda: rt.run(wf, {}, max_supersteps=n + 10),
+                                profile=profile_run)
         cpu = time.process_time() - cpu0
         assert result.status is RunStatus.COMPLETED, result.error
         assert result.state.count == n and len(result.state.messages) == n
+        pragmas = {k: await rt.store._pragma(k) for k in ("synchronous", "journal_mode")}
     rss = peak_rss_mb()
     size = db_bytes(path)
     out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
@@ -160,7 +157,7 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
                            "db_bytes": size - size0,
                            "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
                            "rss_mb": rss, "rss_base_mb": rss0,
-                           "journal_mode": journal_mode(path)}
+                           "journal_mode": journal_mode(path), "pragmas": pragmas}
     if reads:
         run_id = result.run_id
         async with Runtime(_store(path)) as rt:
@@ -190,7 +187,7 @@ async def fanout(folder: str) -> dict[str, Any]:
     wf = fanout_workflow()
     size0 = await _setup_size(path)
     async with Runtime(_store(path)) as rt:
-        t, result = await _timed(lambda: rt.run(wf, {}, max_supersteps=3 * FANOUT_ROUNDS + 10))
+        t, result = await timed(lambda: rt.run(wf, {}, max_supersteps=3 * FANOUT_ROUNDS + 10))
         assert result.status is RunStatus.COMPLETED, result.error
         assert result.state.count == FANOUT_WIDTH * FANOUT_ROUNDS, result.state.count
         infos = await rt.history(result.run_id)
@@ -218,11 +215,11 @@ async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]
     path = Path(folder) / "ours_inbox.db"
     wf = ask_workflow()
     async with Runtime(_store(path)) as rt:
-        t_list, pending = await _timed(lambda: rt.pending_requests())
+        t_list, pending = await timed(lambda: rt.pending_requests())
     assert len(pending) >= runs - 10, len(pending)
     req = pending[rep]  # each repetition answers a different run
     async with Runtime(_store(path)) as rt:
-        t_resume, r = await _timed(lambda: rt.resume(wf, req.run_id, responses={req.id: True}))
+        t_resume, r = await timed(lambda: rt.resume(wf, req.run_id, responses={req.id: True}))
     assert r.status is RunStatus.COMPLETED and r.state.approved
     return {"list_s": t_list, "pending": len(pending), "resume_s": t_resume}
 
@@ -236,7 +233,7 @@ async def decompose(folder: str, n: int) -> dict[str, Any]:
         store = MemoryStore() if kind == "memory" else _store(path, kind)
         async with Runtime(store) as rt:
             cpu0 = time.process_time()
-            t, result = await _timed(lambda rt=rt: rt.run(wf, {}, max_supersteps=n + 10))
+            t, result = await timed(lambda rt=rt: rt.run(wf, {}, max_supersteps=n + 10))
             cpu = time.process_time() - cpu0
             assert result.status is RunStatus.COMPLETED, result.error
         out[kind] = {"s_per_superstep": t / n, "cpu_per_superstep": cpu / n}

@@ -225,12 +225,16 @@ def _race(path: Path, action: str, owners: list[str]) -> list[str]:
                               stderr=subprocess.PIPE, text=True) for owner in owners]
     try:
         for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()
+            if line != "ready\n":
+                proc.wait(timeout=30)
+                pytest.fail(f"a child did not start: {line!r}\n{proc.stderr.read()}")
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        results = [proc.communicate(timeout=60) for proc in procs]
+        results = [proc.communicate(timeout=120) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()
@@ -248,8 +252,7 @@ def test_processes_contending_for_one_lease_exactly_one_wins(tmp_path: Path) -> 
 
     asyncio.run(prepare())
     lines = _race(path, "contend", ["p1", "p2", "p3", "p4"])
-    winners = [line for line in lines if line.startswith("won")]
-    assert winners == ["won 1"], lines
+    assert [line for line in lines if line.startswith("won")] == ["won 1"], lines
     winner = f"p{lines.index('won 1') + 1}"
     assert sorted(lines) == ["locked " + winner] * 3 + ["won 1"]
 
