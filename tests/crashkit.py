@@ -175,10 +175,40 @@ def nested_workflow() -> Any:
     return ob.build()
 
 
+class Level(Blackboard):
+    text: str = ""
+    ok: bool = False
+    trail: Annotated[list[str], append] = []
+
+
+def deep_workflow() -> Any:
+    """Three levels: top -> review -> legal -> approve (asks a person)."""
+    lb = WorkflowBuilder("deep-legal", state=Level)
+
+    @lb.node()
+    async def approve(state: Level, ctx: Any) -> dict[str, Any]:
+        record(f"{ctx.node}@{ctx.superstep}")
+        ok = await ctx.request({"text": state.text}, response_type=bool)
+        return {"ok": ok, "trail": ["approved" if ok else "rejected"]}
+
+    lb.set_entry("approve")
+    rb = WorkflowBuilder("deep-review", state=Level)
+    rb.add_node("read", lambda s: {"trail": ["read"]})
+    rb.add_subworkflow("legal", lb.build(), inputs=["text"], outputs=["ok"])
+    rb.set_entry("read")
+    rb.add_edge("read", "legal")
+    tb = WorkflowBuilder("deep-top", state=Level)
+    tb.add_node("write", lambda s: {"text": "terms", "trail": ["write"]})
+    tb.add_subworkflow("review", rb.build(), inputs=["text"], outputs=["ok"])
+    tb.set_entry("write")
+    tb.add_edge("write", "review")
+    return tb.build()
+
+
 SCENARIOS = {"parallel": parallel_workflow, "approval": approval_workflow,
-             "nested": nested_workflow}
+             "nested": nested_workflow, "deep": deep_workflow}
 INPUTS: dict[str, dict[str, Any]] = {"parallel": {"rounds": 6}, "approval": {},
-                                     "nested": {"topic": "tides"}}
+                                     "nested": {"topic": "tides"}, "deep": {}}
 
 
 async def child(db: str, run_id: str, scenario: str) -> None:

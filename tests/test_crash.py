@@ -142,3 +142,18 @@ async def test_crash_inside_subworkflow_resumes_inside(tmp_path: Path) -> None:
     assert counts["review.s1@1"] == 1 and counts["review.s2@2"] == 1
     assert counts["review.s3@3"] == 2 and counts["review.s4@4"] == 1
     assert counts["prep@1"] == 1
+
+
+async def test_request_three_levels_deep_answered_from_a_new_process(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "deep", "waiting", "r1") == -signal.SIGKILL
+    async with Runtime(SqliteStore(db)) as rt:
+        [req] = await rt.pending_requests()
+        assert req.node == "review.legal.approve" and req.run_id == "r1"
+        snap = await rt.get_state("r1")
+        assert snap.subworkflows["review"].subworkflows["legal"].pending_requests == (req,)
+    values = await finish(db, "deep", "r1", responses={req.id: True})
+    assert values == await reference("deep")
+    assert values["ok"] is True
+    counts = executions(log)
+    assert counts["review.legal.approve@1"] == 2  # asked, then answered
