@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
 
-from durable_flow import END, Blackboard, Message, Runtime, RunStatus, SqliteStore, WorkflowBuilder, add
+from durable_flow import END, Blackboard, Message, RunStatus, Runtime, SqliteStore, WorkflowBuilder, add
 
 
 class Chat(Blackboard):
