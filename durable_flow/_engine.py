@@ -167,9 +167,9 @@ class ThreadRunner:
             saved, answered, blocked = await self._recorded(base, step)
         todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
-        results = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
+        results, saved_now = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
         finished = [r for r in results if r.kind == "done"]
-        unsaved = [r for r in finished if r.node not in self._saved_now]
+        unsaved = [r for r in finished if r.node not in saved_now]
         failures = [r for r in results if r.kind == "failed"]
         new_requests = [q for r in results if r.kind == "interrupted" for q in r.requests]
         if failures:
@@ -180,9 +180,9 @@ class ThreadRunner:
             return await self._wait(st, unsaved, new_requests)
         try:
             return await self._merge(st, step, [*saved.values(), *finished])
-        except (ConflictingUpdateError, Exception) as exc:
-            if isinstance(exc, LeaseLostError):
-                raise
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # a conflict or a routing error fails the run
             return await self._fail(st, exc, None, unsaved, [])
 
     async def _recorded(
@@ -210,11 +210,14 @@ class ThreadRunner:
     async def _run_tasks(
         self, todo: Sequence[str], st: ThreadState, step: int, snapshot: Any,
         answered: dict[str, dict[int, RequestRow]], resumed: bool,
-    ) -> list[TaskResult]:
-        """Run tasks concurrently; save each finished write while siblings still run."""
-        self._saved_now: set[str] = set()
+    ) -> tuple[list[TaskResult], set[str]]:
+        """Run tasks concurrently; save each finished write while siblings still run.
+
+        Returns the results and the nodes whose writes were saved on the way.
+        """
+        saved_now: set[str] = set()
         if not todo:
-            return []
+            return [], saved_now
         queue: list[TaskResult] = []
         flusher: asyncio.Task[None] | None = None
         pending = {asyncio.create_task(
@@ -227,7 +230,7 @@ class ThreadRunner:
                 queue.clear()
                 await self.rc.store.put_task_writes(self.rc.lease, [self._task_write(st, r)
                                                                     for r in batch])
-                self._saved_now.update(r.node for r in batch)
+                saved_now.update(r.node for r in batch)
 
         try:
             while pending:
@@ -246,7 +249,7 @@ class ThreadRunner:
                 fut.cancel()
             if flusher is not None and not flusher.done():
                 flusher.cancel()
-        return results
+        return results, saved_now
 
     def _task_write(self, st: ThreadState, r: TaskResult) -> TaskWrite:
         return TaskWrite(run_id=self.rc.run_id, checkpoint_id=st.meta.id, node=r.node,
@@ -366,10 +369,10 @@ class ThreadRunner:
         snapshot = self.schema.build(values)
         routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason) for r in writes],
                        st.meta.joins)
-        return await self._commit_loop(st, step, values, histories, changed, appended, routed,
+        return await self.commit_state(st, step, values, histories, changed, appended, routed,
                                        tuple(r.node for r in writes))
 
-    async def _commit_loop(
+    async def commit_state(
         self, st: ThreadState, step: int, values: dict[str, Any],
         histories: dict[str, list[Message]], changed: dict[str, bytes | None],
         appended: dict[str, list[bytes]], routed: Routed, nodes: tuple[str, ...],

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from ._clock import utcnow
-from ._engine import RunContext
+from ._engine import RunContext, ThreadRunner
 from ._graph import Workflow
+from ._ids import new_checkpoint_id
 from ._records import CheckpointRef, RunStatus
+from ._routing import Completed, Routed, route
 from ._serde import decode, encode
 from ._state import ThreadState, decode_checkpoint, encode_field
 from ._store import CheckpointMeta, CheckpointWrite, LoadedCheckpoint, RunRecord
 from .errors import CheckpointNotFoundError
 
-__all__ = ["apply_update", "prepare_fork"]
+__all__ = ["apply_update", "prepare_fork", "write_update"]
 
 
 def apply_update(
@@ -115,8 +118,6 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite
         for chunk in loaded.logs.get(ch, []):
             items.extend(decode(chunk))
         appends[ch] = encode(items[:length])
-    from ._ids import new_checkpoint_id
-
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source="fork",
@@ -127,9 +128,32 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite
 
 
 def _replace(meta: CheckpointMeta, **changes: Any) -> CheckpointMeta:
-    import dataclasses
-
     return dataclasses.replace(meta, **changes)
+
+
+async def write_update(
+    rc: RunContext, workflow: Workflow, record: RunRecord, values: Mapping[str, Any],
+    as_node: str | None,
+) -> str:
+    """Commit ``values`` as a new head of ``record``'s run (the lease is held by ``rc``).
+
+    With ``as_node`` the next tasks are routed as if that node had just run;
+    without it the head's next tasks stay. Open requests of the old head are
+    dropped in the same transaction; the run is left ``waiting`` (resumable)
+    or ``completed``.
+    """
+    runner = ThreadRunner(rc, workflow)
+    state = await runner.load(record.head_checkpoint_id or "")
+    new_values, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
+    if as_node is not None:
+        routed = route(workflow, workflow.schema.build(new_values), [Completed(as_node)],
+                       state.meta.joins)
+    else:
+        routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
+    new = await runner.commit_state(
+        state, state.meta.superstep + 1, new_values, state.histories, changed, appended,
+        routed, (as_node,) if as_node else (), source="update", pause=True)
+    return new.meta.id
 
 
 

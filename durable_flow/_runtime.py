@@ -13,6 +13,7 @@ from typing import Any
 from ._blackboard import Blackboard
 from ._clock import utcnow
 from ._engine import RunContext, ThreadOutcome, ThreadRunner
+from ._fork import prepare_fork, write_update
 from ._graph import Workflow
 from ._ids import new_id, new_run_id
 from ._inspect import Inspector, to_pending
@@ -26,7 +27,7 @@ from ._records import (
     Snapshot,
 )
 from ._responses import check_responses
-from ._routing import Completed, route, route_entry
+from ._routing import route_entry
 from ._state import input_values
 from ._store import CheckpointStore, Lease, RunRecord, RunUpdate
 from .errors import (
@@ -140,8 +141,6 @@ class Runtime:
                    update: Mapping[str, Any] | None = None,
                    allow_mismatch: bool = False) -> RunResult:
         """Start a new run from a checkpoint of ``run_id`` (``update`` applied first)."""
-        from ._fork import prepare_fork
-
         source = await self._require(run_id)
         self._check_signature(workflow, source, allow_mismatch)
         new_run = new_run_id()
@@ -162,8 +161,6 @@ class Runtime:
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
                            as_node: str | None = None) -> str:
         """Write a new head checkpoint through the reducers, as if ``as_node`` wrote it."""
-        from ._fork import apply_update
-
         record = await self._require(run_id)
         self._check_signature(workflow, record, False)
         if as_node is not None and as_node not in workflow.nodes:
@@ -171,20 +168,7 @@ class Runtime:
         lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
         rc = RunContext(self.store, lease, workflow.name, lambda e: None)
         try:
-            runner = ThreadRunner(rc, workflow)
-            state = await runner.load(record.head_checkpoint_id or "")
-            values_, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
-            snapshot = workflow.schema.build(values_)
-            if as_node is not None:
-                routed = route(workflow, snapshot, [Completed(as_node)], state.meta.joins)
-            else:
-                from ._routing import Routed
-
-                routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
-            new = await runner._commit_loop(
-                state, state.meta.superstep + 1, values_, state.histories, changed, appended,
-                routed, (as_node,) if as_node else (), source="update", pause=True)
-            return new.meta.id
+            return await write_update(rc, workflow, record, values, as_node)
         finally:
             await self.store.release_lease(rc.lease)
 
