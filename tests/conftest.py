@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from durable_flow import MemoryStore, Runtime
+from durable_flow import MemoryStore, Runtime, SqliteStore
 
-try:
-    from durable_flow._sqlite import SqliteStore
-except ImportError:  # the SQLite store is not there yet
-    SqliteStore = None
-
-STORES = ["memory"] + (["sqlite"] if SqliteStore is not None else [])
+STORES = ["memory", "sqlite"]
 
 
 @pytest.fixture(params=STORES)
