@@ -33,9 +33,10 @@ class Interrupt(BaseException):
     A ``BaseException`` so ``except Exception`` in a node does not catch it.
     """
 
-    def __init__(self, requests: list[RequestRow]) -> None:
+    def __init__(self, requests: list[RequestRow], *, reopen: dict[str, str] | None = None) -> None:
         super().__init__("waiting for input")
         self.requests = requests
+        self.reopen = reopen or {}
 
 
 @dataclass
@@ -132,7 +133,12 @@ class NodeContext:
         adapter: TypeAdapter[Any] = TypeAdapter(response_type)
         row = self._io.answered.get(index)
         if row is not None and row.answer is not None:
-            return adapter.validate_python(decode(row.answer))
+            try:
+                return adapter.validate_python(decode(row.answer))
+            except ValidationError as exc:
+                # the answer fit the request's JSON Schema but not the node's own type
+                # (a custom validator): ask again rather than failing the node for good
+                raise Interrupt([], reopen={row.id: str(exc).splitlines()[0]}) from None
         if row is None:
             row = self._new_request(index, payload, adapter)
         raise Interrupt([row])

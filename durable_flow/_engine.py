@@ -172,12 +172,13 @@ class ThreadRunner:
         unsaved = [r for r in finished if r.node not in saved_now]
         failures = [r for r in results if r.kind == "failed"]
         new_requests = [q for r in results if r.kind == "interrupted" for q in r.requests]
+        reopen = [rid for r in results for rid in r.reopen]
         if failures:
             first = min(failures, key=lambda r: r.node)
             return await self._fail(st, first.error or RuntimeError("failed"), first.node,
-                                    unsaved, new_requests)
+                                    unsaved, new_requests, reopen)
         if new_requests or blocked or any(r.kind == "interrupted" for r in results):
-            return await self._wait(st, unsaved, new_requests)
+            return await self._wait(st, unsaved, new_requests, reopen)
         try:
             return await self._merge(st, step, [*saved.values(), *finished])
         except LeaseLostError:
@@ -291,6 +292,10 @@ class ThreadRunner:
         except Interrupt as exc:
             for req in exc.requests:
                 self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
+            for rid, reason in exc.reopen.items():
+                log.warning("answer_rejected", request_id=rid, reason=reason)
+                self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,
+                             rejected_answer=reason)
             return interrupted(node, exc)
         except LeaseLostError:
             raise
@@ -419,16 +424,16 @@ class ThreadRunner:
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)
 
     async def _wait(self, st: ThreadState, unsaved: list[TaskResult],
-                    requests: list[RequestRow]) -> ThreadOutcome:
+                    requests: list[RequestRow], reopen: list[str]) -> ThreadOutcome:
         run = RunUpdate(status=RunStatus.WAITING, release=True) if self.top else None
         await self.rc.commit(
-            mark=StatusMark(st.meta.id, RunStatus.WAITING),
+            mark=StatusMark(st.meta.id, RunStatus.WAITING), reopen=reopen,
             task_writes=[self._task_write(st, r) for r in unsaved], requests=requests, run=run)
         return ThreadOutcome(RunStatus.WAITING, st, requests=requests)
 
     async def _fail(self, st: ThreadState, exc: BaseException, node: str | None,
-                    unsaved: list[TaskResult], requests: list[RequestRow] | None = None
-                    ) -> ThreadOutcome:
+                    unsaved: list[TaskResult], requests: list[RequestRow] | None = None,
+                    reopen: list[str] | None = None) -> ThreadOutcome:
         qual = self.qualify(node) if node else (self.namespace or None)
         if isinstance(exc, SubworkflowError):
             qual = exc.path
@@ -437,7 +442,7 @@ class ThreadRunner:
         await self.rc.commit(
             mark=StatusMark(st.meta.id, RunStatus.FAILED, err),
             task_writes=[self._task_write(st, r) for r in unsaved],
-            requests=requests or [], run=run)
+            requests=requests or [], reopen=reopen or [], run=run)
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
 
 

@@ -31,6 +31,7 @@ from ._routing import route_entry
 from ._state import input_values
 from ._store import CheckpointStore, Lease, RunRecord, RunUpdate
 from .errors import (
+    DurableFlowError,
     InvalidInputError,
     LeaseLostError,
     RunLockedError,
@@ -54,8 +55,13 @@ class Runtime:
 
     def __init__(self, store: CheckpointStore, *, lease_ttl: float = 30.0,
                  owner: str | None = None) -> None:
+        if not isinstance(store, CheckpointStore):
+            raise InvalidInputError(f"Runtime needs a checkpoint store (MemoryStore, SqliteStore, ...), "
+                                    f"got {type(store).__name__}")
+        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) or lease_ttl <= 0:
+            raise InvalidInputError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
         self.store = store
-        self.lease_ttl = lease_ttl
+        self.lease_ttl = float(lease_ttl)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._cancelling: set[str] = set()
@@ -80,21 +86,32 @@ class Runtime:
                      *, run_id: str | None = None, max_supersteps: int | None = None,
                      workflow_ref: str | None = None) -> AsyncIterator[Event]:
         """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
+        _check_workflow(workflow)
+        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+            raise InvalidInputError(f"run_id must be a non-empty string, got {run_id!r}")
+        if max_supersteps is not None and (isinstance(max_supersteps, bool)
+                                           or not isinstance(max_supersteps, int)
+                                           or max_supersteps < 1):
+            raise InvalidInputError(f"max_supersteps must be a positive int, got {max_supersteps!r}")
         run_id = run_id or new_run_id()
         if await self.store.get_run(run_id) is not None:
             raise InvalidInputError(f"run {run_id} already exists; resume it instead")
         try:
-            values = input_values(workflow.schema, input or {})
+            values = input_values(workflow.schema, input if input is not None else {})
         except ValueError as exc:
             raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
+        try:
+            entry = route_entry(workflow, workflow.schema.build(values))
+        except Exception as exc:
+            raise InvalidInputError(
+                f"routing the input to the entry failed: {type(exc).__name__}: {exc}") from exc
         limit = max_supersteps or workflow.max_supersteps
         now = utcnow()
         lease = Lease(run_id, self.owner, 1, now + timedelta(seconds=self.lease_ttl))
 
         async def start(rc: RunContext) -> ThreadOutcome:
             runner = ThreadRunner(rc, workflow, max_supersteps=limit)
-            write, state = runner.first_checkpoint(
-                values, route_entry(workflow, workflow.schema.build(values)))
+            write, state = runner.first_checkpoint(values, entry)
             record = RunRecord(
                 run_id=run_id, workflow_name=workflow.name, status=RunStatus.RUNNING,
                 created_at=now, updated_at=now, head_checkpoint_id=write.meta.id,
@@ -118,9 +135,29 @@ class Runtime:
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
                             responses: Mapping[str, Any] | None = None,
                             allow_mismatch: bool = False) -> AsyncIterator[Event]:
-        """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``."""
+        """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``.
+
+        An answer that fits the request's JSON Schema but fails the node's own
+        type (a custom validator) is rejected when the node runs: the request
+        is open again and the run stays ``waiting``.
+        """
+        _check_workflow(workflow)
+        _check_mapping("responses", responses)
+        record = await self._require(run_id)
+        if record.status.is_final and responses:
+            # a client retrying answers that already finished the run: a no-op
+            try:
+                answers, repeated = await check_responses(self.store, record, responses)
+            except DurableFlowError:
+                answers, repeated = {}, []
+            if not answers and len(repeated) == len(responses):
+                result = await self._result(workflow, run_id)
+                kind = "run_completed" if record.status is RunStatus.COMPLETED else "run_cancelled"
+                yield self._final_event(run_id, kind, result)
+                return
         record = await self._resumable(workflow, run_id, allow_mismatch)
-        answers, skipped = await check_responses(self.store, record, responses or {})
+        answers, _repeated = await check_responses(self.store, record, responses or {})
+        self._check_not_active(run_id)
         lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
 
         async def go(rc: RunContext) -> ThreadOutcome:
@@ -133,7 +170,6 @@ class Runtime:
             state = await runner.load(record.head_checkpoint_id or "")
             return await runner.run(state)
 
-        del skipped
         async for event in self._execute(workflow, lease, go):
             yield event
 
@@ -141,6 +177,10 @@ class Runtime:
                    update: Mapping[str, Any] | None = None,
                    allow_mismatch: bool = False) -> RunResult:
         """Start a new run from a checkpoint of ``run_id`` (``update`` applied first)."""
+        _check_workflow(workflow)
+        _check_mapping("update", update)
+        if not isinstance(checkpoint_id, str):
+            raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         self._check_signature(workflow, source, allow_mismatch)
         new_run = new_run_id()
@@ -160,11 +200,28 @@ class Runtime:
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
                            as_node: str | None = None) -> str:
-        """Write a new head checkpoint through the reducers, as if ``as_node`` wrote it."""
-        record = await self._require(run_id)
-        self._check_signature(workflow, record, False)
+        """Write a new head checkpoint through the reducers, as if ``as_node`` wrote it.
+
+        With ``as_node`` the next tasks are routed as if that node had just
+        run; without it the head's next tasks stay. Returns the new
+        checkpoint's id; the run is then ``waiting`` (continue it with
+        ``resume``) or ``completed`` when nothing is left to run. A failed
+        run's error is cleared. Pending requests of the old head are dropped
+        (the waiting nodes ask again on the new state). Refused with
+        ``InvalidInputError`` while the head holds recorded work that a new
+        head would lose (finished sibling tasks, ``ctx.step`` results, given
+        answers, an in-flight sub-workflow): answer or finish it first, or
+        ``fork`` with ``update=``. Completed and cancelled runs raise
+        ``RunNotResumableError``.
+        """
+        _check_workflow(workflow)
+        if not isinstance(values, Mapping):
+            raise InvalidInputError(f"values must be a mapping of field names, got {values!r}")
+        record = await self._resumable(workflow, run_id, False)
         if as_node is not None and as_node not in workflow.nodes:
             raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
+        await self._check_no_recorded_work(workflow, record)
+        self._check_not_active(run_id)
         lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
         rc = RunContext(self.store, lease, workflow.name, lambda e: None)
         try:
@@ -212,14 +269,24 @@ class Runtime:
             if record is not None and record.status is RunStatus.CANCELLED:
                 return self._final(rc, "run_cancelled", await self._result(workflow, rc.run_id))
             raise
+        except BaseException:
+            # a store error or a corrupt checkpoint: stop, but do not keep others out
+            with contextlib.suppress(Exception):
+                await self.store.release_lease(rc.lease)
+            raise
         result = await self._result(workflow, rc.run_id, outcome)
         kind = {RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
                 RunStatus.FAILED: "run_failed"}[outcome.status]
-        return self._final(rc, kind, result)
+        return self._final(rc, kind, result, outcome.state.meta.superstep)
 
-    def _final(self, rc: RunContext, kind: Any, result: RunResult) -> Event:
-        return Event(kind=kind, run_id=rc.run_id, namespace="", superstep=0, node=None,
-                     ts=utcnow(), data={"status": result.status.value}, result=result)
+    def _final(self, rc: RunContext, kind: Any, result: RunResult, superstep: int = 0) -> Event:
+        return self._final_event(rc.run_id, kind, result, superstep)
+
+    @staticmethod
+    def _final_event(run_id: str, kind: Any, result: RunResult, superstep: int = 0) -> Event:
+        return Event(kind=kind, run_id=run_id, namespace="", superstep=superstep, node=None,
+                     ts=utcnow(), data={"status": result.status.value,
+                                        "checkpoint_id": result.checkpoint_id}, result=result)
 
     async def _renew(self, rc: RunContext) -> None:
         with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
@@ -286,6 +353,7 @@ class Runtime:
 
     async def recover(self, workflow: Workflow) -> list[RunResult]:
         """Resume this workflow's ``running`` runs whose lease has expired."""
+        _check_workflow(workflow)
         results = []
         now = utcnow()
         for record in await self.store.list_runs(status=RunStatus.RUNNING,
@@ -299,6 +367,12 @@ class Runtime:
     async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,
                     older_than: timedelta | None = None) -> int:
         """Remove old checkpoints; never a head, pending requests or needed data."""
+        if run_id is not None and not isinstance(run_id, str):
+            raise InvalidInputError(f"run_id must be a string, got {run_id!r}")
+        if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)):
+            raise InvalidInputError(f"keep_last must be an int, got {keep_last!r}")
+        if older_than is not None and not isinstance(older_than, timedelta):
+            raise InvalidInputError(f"older_than must be a timedelta, got {older_than!r}")
         if keep_last is None and older_than is None:
             raise InvalidInputError("prune needs keep_last, older_than or both")
         if keep_last is not None and keep_last < 1:
@@ -320,10 +394,47 @@ class Runtime:
         self._check_signature(workflow, record, allow)
         return record
 
+    def _check_not_active(self, run_id: str) -> None:
+        task = self._active.get(run_id)
+        if task is not None and not task.done():
+            raise RunLockedError(run_id, f"{self.owner} (this runtime)", self.lease_ttl)
+
+    async def _check_no_recorded_work(self, workflow: Workflow, record: RunRecord) -> None:
+        head = record.head_checkpoint_id or ""
+        meta = await self.store.get_checkpoint(record.run_id, head)
+        tasks = meta.next_tasks if meta is not None else ()
+        found: list[str] = []
+        if await self.store.get_task_writes(record.run_id, head):
+            found.append("finished sibling tasks")
+        if any(r.answer is not None for r in await self.store.get_requests(
+                record.run_id, checkpoint_id=head)):
+            found.append("given answers")
+        for node in tasks:
+            if await self.store.get_steps(record.run_id, head, node):
+                found.append(f"ctx.step results of {node!r}")
+            if await self.store.thread_head(record.run_id, f"{head}/{node}") is not None:
+                found.append(f"the in-flight sub-workflow {node!r}")
+        if found:
+            raise InvalidInputError(
+                f"cannot update the state of run {record.run_id} now: its head holds "
+                f"{', '.join(found)}, which a new head would lose; resume it first, "
+                "or fork it with update=")
+
     @staticmethod
     def _check_signature(workflow: Workflow, record: RunRecord, allow: bool) -> None:
         if not allow and record.signature != workflow.signature:
             raise WorkflowMismatchError(record.run_id, record.signature, workflow.signature)
+
+
+def _check_workflow(workflow: object) -> None:
+    if not isinstance(workflow, Workflow):
+        raise InvalidInputError(
+            f"expected a Workflow (from WorkflowBuilder.build()), got {type(workflow).__name__}")
+
+
+def _check_mapping(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInputError(f"{name} must be a mapping, got {type(value).__name__}")
 
 
 async def _last(events: AsyncIterator[Event | RunResult]) -> RunResult:

@@ -193,7 +193,17 @@ class RunUpdate:
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """What one transaction writes. Everything in it commits or nothing does."""
+    """What one transaction writes. Everything in it commits or nothing does.
+
+    Applied in this order: ``answers`` (record answers to open requests),
+    ``reopen`` (clear the answers of these request ids, so they are open
+    again), ``drop_open_requests`` (delete the run's open requests),
+    ``requests`` (insert new ones; an existing id is left as it is),
+    ``task_writes``, ``mark``, ``checkpoint``, ``run``. Raises
+    ``LeaseLostError`` (lease gone), ``UnknownRequestError`` (an answered or
+    reopened id that does not exist) or ``CheckpointNotFoundError`` (a mark
+    on a missing checkpoint), writing nothing.
+    """
 
     lease: Lease
     checkpoint: CheckpointWrite | None = None
@@ -201,6 +211,7 @@ class Commit:
     task_writes: Sequence[TaskWrite] = ()
     requests: Sequence[RequestRow] = ()
     answers: dict[str, bytes] = field(default_factory=dict)
+    reopen: Sequence[str] = ()
     drop_open_requests: bool = False
     run: RunUpdate | None = None
 
@@ -314,9 +325,24 @@ class CheckpointStore(Protocol):
         """Delete old checkpoints; return how many.
 
         A checkpoint is removed when it is beyond the newest ``keep_last`` of
-        its thread (if given) and created before ``older_than`` (if given).
-        Never removed: a thread head, a checkpoint with open requests, or a
-        checkpoint some task write / open sub-thread is anchored on. Channel
-        data still referenced by a kept checkpoint is kept.
+        its thread (if given; otherwise only the head counts as newest), was
+        created before ``older_than`` (if given), and is none of these:
+
+        * its thread's head (the newest checkpoint of the thread);
+        * the checkpoint of an open (unanswered) request;
+        * the anchor ``c`` of a sub-thread ``f"{c}/{node}"`` whose head's
+          status is not ``completed`` (the sub-workflow is in flight, waiting,
+          failed or cancelled). Once that head is ``completed`` the anchor is
+          pruned like any other checkpoint; the sub-thread's own checkpoints
+          follow these same rules, so its head always stays.
+
+        Task writes protect nothing more: pending ones are saved against their
+        thread's head, and those of an older checkpoint belong to a superstep
+        that has since been merged. A removed checkpoint takes its task
+        writes, its step results and its (answered) requests with it, and the
+        value rows no remaining checkpoint of its thread references. Every
+        kept checkpoint still loads exactly: the value rows it references
+        stay, and log chunks are never removed (the head, always kept, needs
+        every chunk of its thread).
         """
         ...

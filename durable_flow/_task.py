@@ -39,6 +39,7 @@ class TaskResult:
     goto: tuple[str, ...] | None = None
     reason: str | None = None
     requests: list[RequestRow] = field(default_factory=list)
+    reopen: dict[str, str] = field(default_factory=dict)
     error: BaseException | None = None
 
     def to_bytes(self) -> bytes:
@@ -112,7 +113,8 @@ def normalize(
 
 def interrupted(node: str, exc: Interrupt) -> TaskResult:
     """A task that paused for input."""
-    return TaskResult(node=node, kind="interrupted", requests=list(exc.requests))
+    return TaskResult(node=node, kind="interrupted", requests=list(exc.requests),
+                      reopen=dict(exc.reopen))
 
 
 def failed(node: str, exc: BaseException) -> TaskResult:

@@ -202,9 +202,13 @@ async def test_parallel_requests_are_answered_one_at_a_time(
     history = await rt.history(waiting.run_id)
     assert [cp.nodes for cp in reversed(history)] == [(), ("start",), ("finance", "legal"),
                                                       ("publish",)]
-    # answering an already completed run
+    # a client retrying its answer after the run completed: a no-op
+    again = await rt.resume(wf, waiting.run_id, responses={ids["legal"]: True})
+    assert again.status is RunStatus.COMPLETED and again.state == done.state
+    assert [cp.id for cp in await rt.history(waiting.run_id)] == [cp.id for cp in history]
+    # a different answer to a finished run is refused
     with pytest.raises(RunNotResumableError):
-        await rt.resume(wf, waiting.run_id, responses={ids["legal"]: True})
+        await rt.resume(wf, waiting.run_id, responses={ids["legal"]: False})
 
 
 async def test_one_node_asks_twice_in_sequence(rt: Runtime) -> None:

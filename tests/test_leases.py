@@ -47,6 +47,9 @@ async def test_a_live_lease_locks_the_run_for_another_runtime(
         with pytest.raises(RunLockedError) as info:
             await b.resume(wf, "r1")
         assert info.value.owner == "A"
+        assert await b.recover(wf) == []  # recover leaves runs with a live lease alone
+        with pytest.raises(RunLockedError):
+            await a.resume(wf, "r1")  # the same runtime does not run it twice either
         gate.set()
         assert (await running).status is RunStatus.COMPLETED
 
