@@ -138,11 +138,16 @@ class MemoryStore:
             now = utcnow()
             run_id = run.run_id
             self._check_references(run_id, commit)
-            # Answers first, so a commit that answers and drops the rest keeps its answers.
+            # In the order Commit documents: answers, reopen, drop_open_requests, requests,
+            # task_writes, mark, checkpoint, run.
             for rid, answer in commit.answers.items():
                 req = self._requests[(run_id, rid)]
                 self._requests[(run_id, rid)] = dataclasses.replace(
                     req, answer=answer, answered_at=now)
+            for rid in commit.reopen:
+                req = self._requests[(run_id, rid)]
+                self._requests[(run_id, rid)] = dataclasses.replace(
+                    req, answer=None, answered_at=None)
             if commit.drop_open_requests:
                 for key, req in list(self._requests.items()):
                     if req.run_id == run_id and req.answer is None:
@@ -252,7 +257,7 @@ class MemoryStore:
     ) -> int:
         """Delete old checkpoints that nothing needs; return how many."""
         async with self._lock:
-            protected = self._protected_ids()
+            protected = self._protected()
             doomed: list[CheckpointMeta] = []
             for (rid, _thread), ids in self._threads.items():
                 if run_id is not None and rid != run_id:
@@ -260,7 +265,7 @@ class MemoryStore:
                 candidates = ids[:-keep_last] if keep_last else ids[:-1]
                 for cid in candidates:
                     meta = self._checkpoints[cid]
-                    if cid in protected:
+                    if (rid, cid) in protected:
                         continue
                     if older_than is not None and meta.created_at >= older_than:
                         continue
@@ -285,7 +290,7 @@ class MemoryStore:
 
     def _check_references(self, run_id: str, commit: Commit) -> None:
         """Refuse a commit naming requests or checkpoints that do not exist (before mutating)."""
-        for rid in commit.answers:
+        for rid in [*commit.answers, *commit.reopen]:
             if (run_id, rid) not in self._requests:
                 raise UnknownRequestError(run_id, rid)
         if commit.mark is not None:
@@ -307,13 +312,21 @@ class MemoryStore:
         for w in writes:
             self._task_writes.setdefault((w.run_id, w.checkpoint_id), {})[w.node] = w
 
-    def _protected_ids(self) -> set[str]:
-        protected = {ids[-1] for ids in self._threads.values() if ids}
-        protected |= {r.checkpoint_id for r in self._requests.values() if r.answer is None}
-        protected |= {cid for (_run, cid) in self._task_writes}
-        for _run, thread in self._threads:
-            if "/" in thread:  # "<anchor checkpoint id>/<node>"; node ids may hold "/"
-                protected.add(thread.partition("/")[0])
+    def _protected(self) -> set[tuple[str, str]]:
+        """``(run_id, checkpoint_id)`` of every checkpoint prune must keep.
+
+        Heads, checkpoints of open requests, and the anchors of sub-threads
+        whose head is not completed. Task writes protect nothing: pending ones
+        are always on a thread head (older ones belong to merged supersteps).
+        """
+        protected = {(run, ids[-1]) for (run, _thread), ids in self._threads.items() if ids}
+        protected |= {(r.run_id, r.checkpoint_id)
+                      for r in self._requests.values() if r.answer is None}
+        for (run, thread), ids in self._threads.items():
+            # "<anchor checkpoint id>/<node>"; node ids may hold "/", checkpoint ids do not.
+            if "/" in thread and ids and \
+                    self._checkpoints[ids[-1]].status != RunStatus.COMPLETED:
+                protected.add((run, thread.partition("/")[0]))
         return protected
 
     def _delete_checkpoint(self, meta: CheckpointMeta) -> None:

@@ -257,6 +257,8 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
     yield from _update_run(q, commit, now)
     if commit.answers:
         yield from _answer(q, run_id, commit.answers, now)
+    if commit.reopen:
+        yield from _reopen(q, run_id, commit.reopen)
     if commit.drop_open_requests:
         yield from execute(q.req_drop_open, run_id=run_id)
     yield from execute_many(q.req_insert, [t.request_params(r, run_id) for r in commit.requests])
@@ -290,9 +292,23 @@ def _answer(q: Queries, run_id: str, answers: Mapping[str, bytes], now: int) -> 
         {"run_id": run_id, "request_id": rid, "new_answer": data, "now": now}
         for rid, data in answers.items()])
     if changed != len(answers):
-        rows = yield from fetch(q.req_list[(False, False)], run_id=run_id, checkpoint_id=None)
-        known = {row["request_id"] for row in rows}
-        raise UnknownRequestError(run_id, next(rid for rid in answers if rid not in known))
+        yield from _unknown_request(q, run_id, answers)
+
+
+def _reopen(q: Queries, run_id: str, request_ids: Sequence[str]) -> Tx[None]:
+    """Clear the answers of existing requests (one statement); unknown ids raise."""
+    changed = yield from execute_many(q.req_reopen, [
+        {"run_id": run_id, "request_id": rid} for rid in request_ids])
+    # An UPDATE counts every row it matches, already open or not.
+    if changed != len(request_ids):
+        yield from _unknown_request(q, run_id, request_ids)
+
+
+def _unknown_request(q: Queries, run_id: str, request_ids: Iterable[str]) -> Tx[NoReturn]:
+    """Raise ``UnknownRequestError`` for the first id the run has no request for."""
+    rows = yield from fetch(q.req_list[(False, False)], run_id=run_id, checkpoint_id=None)
+    known = {row["request_id"] for row in rows}
+    raise UnknownRequestError(run_id, next(rid for rid in request_ids if rid not in known))
 
 
 def _save_task_writes(q: Queries, writes: Sequence[TaskWrite]) -> Tx[int]:
@@ -408,17 +424,19 @@ def prune_tx(
     """Delete the checkpoints nothing needs (see ``CheckpointStore.prune``)."""
     scope = (run_id is not None,)
     rows = yield from fetch(q.cp_scan[scope], run_id=run_id)
-    protected = {r["checkpoint_id"] for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
-    protected |= {r["checkpoint_id"] for r in (yield from fetch(q.tw_anchors[scope], run_id=run_id))}
+    protected = {(r["run_id"], r["checkpoint_id"])
+                 for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
     threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         threads.setdefault((row["run_id"], row["thread"]), []).append(row)
-    # A sub-thread is named "<anchor checkpoint id>/<node>"; ids hold no "/".
-    protected |= {thread.partition("/")[0] for _run, thread in threads if "/" in thread}
+    # A sub-thread is named "<anchor checkpoint id>/<node>"; ids hold no "/". Its
+    # anchor is needed until the sub-thread's head (its last row) has completed.
+    protected |= {(run, thread.partition("/")[0]) for (run, thread), chain in threads.items()
+                  if "/" in thread and chain[-1]["status"] != RunStatus.COMPLETED.value}
     cutoff = None if older_than is None else t.to_us(older_than)
     doomed = [row for chain in threads.values()
               for row in (chain[:-keep_last] if keep_last else chain[:-1])
-              if row["checkpoint_id"] not in protected
+              if (row["run_id"], row["checkpoint_id"]) not in protected
               and (cutoff is None or row["created_at"] < cutoff)]
     keys = [{"run_id": r["run_id"], "checkpoint_id": r["checkpoint_id"]} for r in doomed]
     for stmt in (q.cp_delete, q.tw_delete, q.step_delete, q.req_delete):

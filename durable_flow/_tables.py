@@ -556,8 +556,8 @@ class Queries:
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
             status=bindparam("new_status"), error=bindparam("new_error")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))
-        scan = select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id, cps.c.created_at
-                      ).order_by(cps.c.run_id, cps.c.thread, cps.c.seq)
+        scan = select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id, cps.c.created_at,
+                      cps.c.status).order_by(cps.c.run_id, cps.c.thread, cps.c.seq)
         self.cp_scan = {k: c(s) for k, s in _variants(scan, _where(cps, "run_id")).items()}
         self.cp_versions = c(select(cps.c.value_versions).where(*_where(cps, "run_id", "thread")))
 
@@ -584,8 +584,6 @@ class Queries:
         self.tw_get = c(select(tws).where(*_where(tws, "run_id", "checkpoint_id"))
                         .order_by(tws.c.node))
         self.tw_delete = c(delete(tws).where(*_where(tws, "run_id", "checkpoint_id")))
-        anchors = select(tws.c.checkpoint_id).distinct()
-        self.tw_anchors = {k: c(s) for k, s in _variants(anchors, _where(tws, "run_id")).items()}
         ins = d.insert(steps)
         self.step_upsert = c(ins.values(_binds(steps)).on_conflict_do_update(
             index_elements=list(steps.primary_key),
@@ -601,6 +599,8 @@ class Queries:
             index_elements=list(reqs.primary_key)))
         self.req_answer = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=bindparam("new_answer"), answered_at=bindparam("now")))
+        self.req_reopen = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
+            answer=None, answered_at=None))
         self.req_drop_open = c(delete(reqs).where(*_where(reqs, "run_id"), is_open))
         listing = select(reqs).where(*_where(reqs, "run_id")).order_by(
             reqs.c.created_at, reqs.c.request_id)
@@ -611,7 +611,7 @@ class Queries:
         self.req_inbox = {k: c(s) for k, s in _variants(
             inbox, _where(reqs, "workflow_name")).items()}
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
-        anchors = select(reqs.c.checkpoint_id).where(is_open).distinct()
+        anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
 
 

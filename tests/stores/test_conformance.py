@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from durable_flow._clock import utcnow
@@ -302,6 +302,93 @@ async def test_an_answer_to_an_unknown_request_writes_nothing(store: CheckpointS
     assert await store.get_checkpoint("r1", cp.meta.id) is None
 
 
+async def test_reopen_clears_answers_so_requests_are_open_again(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    head = chain.head.id
+    rows = [request("r1", head, q, created=at(i)) for i, q in enumerate(("q1", "q2", "q3"))]
+    await store.commit(Commit(lease, requests=rows))
+    await store.commit(Commit(lease, answers={"q1": b"1", "q2": b"2"}))
+    assert [r.id for r in await store.pending_requests()] == ["q3"]
+    await store.commit(Commit(lease, reopen=["q1", "q3"]))  # q3 is open already: left open
+    q1, q2, q3 = await store.get_requests("r1")
+    assert (q1, q3) == (rows[0], rows[2])  # answer and answered_at back to None
+    assert q2.answer == b"2" and q2.answered_at is not None
+    assert [r.id for r in await store.get_requests("r1", open_only=True)] == ["q1", "q3"]
+    assert [r.id for r in await store.pending_requests()] == ["q1", "q3"]
+    assert [r.id for r in await store.pending_requests(workflow_name="wf")] == ["q1", "q3"]
+    await store.commit(Commit(lease, answers={"q1": b"again"}))
+    assert (await store.get_requests("r1"))[0].answer == b"again"
+    assert [r.id for r in await store.pending_requests()] == ["q3"]
+
+
+async def test_reopen_applies_after_answers_before_drop_and_inserts(
+    store: CheckpointStore,
+) -> None:
+    chain, lease = await start_run(store, "r1")
+    head = chain.head.id
+    await store.commit(Commit(lease, requests=[
+        request("r1", head, q, created=at(i)) for i, q in enumerate(("q1", "q2", "q3"))]))
+    await store.commit(Commit(lease, answers={"q2": b"2", "q3": b"3"}))
+    # Answered, then reopened, by one commit: open.
+    await store.commit(Commit(lease, answers={"q1": b"1"}, reopen=["q1"]))
+    assert [r.id for r in await store.get_requests("r1", open_only=True)] == ["q1"]
+    # Reopened, then dropped with the other open requests (q1), then saved anew.
+    await store.commit(Commit(lease, reopen=["q2"], drop_open_requests=True,
+                              requests=[request("r1", head, "q2", created=at(9))]))
+    rows = await store.get_requests("r1")
+    assert [(r.id, r.answer, r.created_at) for r in rows] == [
+        ("q3", b"3", at(2)), ("q2", None, at(9))]
+
+
+async def test_reopen_of_a_request_the_same_commit_inserts_is_unknown(
+    store: CheckpointStore,
+) -> None:
+    chain, lease = await start_run(store, "r1")
+    with pytest.raises(UnknownRequestError) as err:
+        await store.commit(Commit(lease, requests=[request("r1", chain.head.id, "q1")],
+                                  reopen=["q1"]))
+    assert (err.value.run_id, err.value.request_id) == ("r1", "q1")
+    assert await store.get_requests("r1") == []
+
+
+async def test_reopen_of_an_unknown_request_writes_nothing(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    other, other_lease = await start_run(store, "r2")
+    base = chain.head.id
+    await store.commit(Commit(lease, requests=[request("r1", base, "q1"),
+                                               request("r1", base, "q2")]))
+    await store.commit(Commit(lease, answers={"q1": b"1"}))
+    await store.commit(Commit(other_lease, requests=[request("r2", other.head.id, "theirs")]))
+    run_before, requests_before = await store.get_run("r1"), await store.get_requests("r1")
+    cp = chain.next(values={"x": 1})
+    # Unknown: an id nobody made, another run's request, one this commit would insert.
+    for bad, unknown in ((["q1", "zz"], "zz"), (["theirs"], "theirs"), (["q3", "q1"], "q3")):
+        with pytest.raises(UnknownRequestError) as err:
+            await store.commit(Commit(
+                lease, checkpoint=cp, answers={"q2": b"2"}, reopen=bad, drop_open_requests=True,
+                requests=[request("r1", base, "q3")], task_writes=[task_write("r1", base, "a")],
+                mark=StatusMark(base, RunStatus.WAITING),
+                run=RunUpdate(RunStatus.WAITING, head_checkpoint_id=cp.meta.id, release=True)))
+        assert (err.value.run_id, err.value.request_id) == ("r1", unknown)
+        assert await store.get_run("r1") == run_before
+        assert await store.get_requests("r1") == requests_before
+        assert await store.get_checkpoint("r1", cp.meta.id) is None
+        assert await store.get_checkpoint("r1", base) == chain.metas[0]
+        assert await store.get_task_writes("r1", base) == []
+    assert [r.id for r in await store.get_requests("r2", open_only=True)] == ["theirs"]
+
+
+async def test_reopen_under_a_lost_lease_writes_nothing(store: CheckpointStore) -> None:
+    chain, stale = await start_run(store, "r1", ttl=-1)
+    await store.commit(Commit(stale, requests=[request("r1", chain.head.id, "q1")]))
+    await store.commit(Commit(stale, answers={"q1": b"1"}))
+    await store.acquire_lease("r1", "new", 30)
+    with pytest.raises(LeaseLostError):
+        await store.commit(Commit(stale, reopen=["q1"]))
+    assert (await store.get_requests("r1"))[0].answer == b"1"
+    assert await store.pending_requests() == []
+
+
 # -- leases ---------------------------------------------------------------------------------
 
 
@@ -442,15 +529,131 @@ async def test_prune_spares_what_the_run_still_needs(store: CheckpointStore) -> 
     await store.commit(Commit(lease, checkpoint=sub.next(values={"inner": 1})))
     for _ in range(2):
         await store.commit(Commit(lease, checkpoint=chain.next(values={"count": 99})))
-    task_base = chain.metas[4]
-    await store.put_task_writes(lease, [task_write("r1", task_base.id, "a")])
-    assert await store.prune() == 2  # `answered` and metas[3]
+    merged = chain.metas[4]  # task writes of a superstep since merged protect nothing
+    await store.put_task_writes(lease, [task_write("r1", merged.id, "a")])
+    await store.put_task_writes(lease, [task_write("r1", chain.head.id, "b")])
+    assert await store.prune() == 3  # `answered`, metas[3] and `merged`
     kept = {m.id for m in await store.list_checkpoints("r1")}
-    assert kept == {waiting.id, anchored.id, task_base.id, chain.head.id, sub.head.id}
+    assert kept == {waiting.id, anchored.id, chain.head.id, sub.head.id}
     assert await store.get_requests("r1") == [request("r1", waiting.id, "open")]
     assert await store.get_steps("r1", answered.id, "a") == {}
+    assert await store.get_task_writes("r1", merged.id) == []
+    assert await store.get_task_writes("r1", chain.head.id) == [
+        task_write("r1", chain.head.id, "b")]
     await _assert_loads_exactly(store, chain)
     await _assert_loads_exactly(store, sub)
+
+
+async def test_prune_drops_task_writes_of_merged_supersteps(store: CheckpointStore) -> None:
+    """A fan-out loop whose siblings finish at different times: task writes on every base."""
+    chain, lease = await start_run(store, "r1", first={"first": "kept", "count": 0})
+    n = 12
+    for i in range(1, n):
+        base = chain.head.id
+        # The fast siblings save their writes (and steps) as each finishes ...
+        await store.put_task_writes(lease, [task_write("r1", base, f"fast{k}")
+                                            for k in range(i % 3 + 1)])
+        await store.put_step(lease, step("r1", base, "slow", "call", b"1"))
+        if i % 2:  # ... a slow one waits for input once: the superstep pauses ...
+            await store.commit(Commit(lease, mark=StatusMark(base, RunStatus.WAITING),
+                                      task_writes=[task_write("r1", base, "fast9")]))
+        # ... and the last to finish merges the superstep into the next checkpoint.
+        cp = chain.next(values={"count": i}, appends={"log": [i]}, created=at(i))
+        await store.commit(Commit(lease, checkpoint=cp))
+    head = chain.head.id
+    await store.put_task_writes(lease, [task_write("r1", head, "fast0")])  # in flight
+    await store.put_step(lease, step("r1", head, "slow", "call", b"2"))
+    assert await store.prune(keep_last=3) == n - 3
+    kept = await store.list_checkpoints("r1")
+    assert [m.id for m in kept] == [m.id for m in chain.metas[-3:]][::-1]
+    for meta in chain.metas[:-3]:
+        assert await store.get_task_writes("r1", meta.id) == []
+        assert await store.get_steps("r1", meta.id, "slow") == {}
+    for meta in chain.metas[-3:-1]:  # kept by keep_last: their rows stay with them
+        assert await store.get_task_writes("r1", meta.id) != []
+    assert await store.get_task_writes("r1", head) == [task_write("r1", head, "fast0")]
+    assert await store.get_steps("r1", head, "slow") == {"call": b"2"}
+    await _assert_loads_exactly(store, chain)
+    assert await store.prune() == 2
+    assert await store.list_checkpoints("r1") == [chain.head]
+    assert await store.get_task_writes("r1", head) == [task_write("r1", head, "fast0")]
+    await _assert_loads_exactly(store, chain)
+
+
+async def _invoke(store: CheckpointStore, lease: Lease, top: Chain, node: str,
+                  status: RunStatus, i: int) -> Chain:
+    """Run a sub-workflow anchored on the parent's head to ``status`` (two checkpoints)."""
+    sub = top.sub(node)
+    await store.commit(Commit(lease, checkpoint=sub.next(values={"in": i}, appends={"log": [i]},
+                                                         source="input")))
+    await store.commit(Commit(lease, checkpoint=sub.next(values={"out": i}, appends={"log": [-i]},
+                                                         status=status)))
+    return sub
+
+
+async def test_prune_drops_the_anchors_of_finished_sub_workflows(store: CheckpointStore) -> None:
+    top, lease = await start_run(store, "r1", first={"first": "kept", "i": 0})
+    subs = []
+    for i in range(1, 6):
+        subs.append(await _invoke(store, lease, top, "child", RunStatus.COMPLETED, i))
+        await store.commit(Commit(lease, checkpoint=top.next(values={"i": i},
+                                                             appends={"log": [i]})))
+    # A sub-workflow whose head was marked completed afterwards counts as finished too.
+    late = await _invoke(store, lease, top, "late", RunStatus.RUNNING, 6)
+    await store.commit(Commit(lease, mark=StatusMark(late.head.id, RunStatus.COMPLETED)))
+    await store.commit(Commit(lease, checkpoint=top.next(values={"i": 6})))
+    assert len(top.metas) == 7
+    # Every anchor (top.metas[0:6]) goes, and each sub-thread's first checkpoint.
+    assert await store.prune(keep_last=1) == 6 + 6
+    assert await store.list_checkpoints("r1", namespace="") == [top.head]
+    for sub in [*subs, late]:
+        assert [m.id for m in await store.list_checkpoints("r1", thread=sub.thread)] == [
+            sub.head.id]
+        await _assert_loads_exactly(store, sub)
+    await _assert_loads_exactly(store, top)
+    assert await store.prune(keep_last=1) == 0
+
+
+async def test_prune_keeps_the_anchor_of_an_unfinished_sub_workflow(
+    store: CheckpointStore,
+) -> None:
+    top, lease = await start_run(store, "r1", first={"first": "kept", "i": 0})
+    subs: dict[RunStatus, Chain] = {}
+    for i, status in enumerate(RunStatus, start=1):
+        subs[status] = await _invoke(store, lease, top, "child", status, i)
+        await store.commit(Commit(lease, checkpoint=top.next(values={"i": i})))
+    # A completed sub-workflow whose first checkpoint anchors a nested one still running:
+    # its own anchor goes, the nested anchor (not its thread's head) stays.
+    outer = top.sub("outer")
+    await store.commit(Commit(lease, checkpoint=outer.next(values={"o": 0}, source="input")))
+    inner = outer.sub("inner")
+    await store.commit(Commit(lease, checkpoint=inner.next(values={"in": 0}, source="input")))
+    await store.commit(Commit(lease, checkpoint=outer.next(values={"o": 1},
+                                                           status=RunStatus.COMPLETED)))
+    await store.commit(Commit(lease, checkpoint=top.next(values={"i": 99})))
+    # Also in flight: a sub-workflow anchored on the parent's head (paused on input).
+    current = await _invoke(store, lease, top, "child", RunStatus.WAITING, 100)
+
+    # top: the completed child's anchor and outer's anchor; one input checkpoint per
+    # child sub-thread (6 of them); outer's first checkpoint is inner's anchor: kept.
+    assert await store.prune(keep_last=1) == 2 + 6
+    unfinished = [s for status, s in subs.items() if status is not RunStatus.COMPLETED]
+    anchors = {s.thread.partition("/")[0] for s in unfinished}
+    assert {m.id for m in await store.list_checkpoints("r1", namespace="")} == anchors | {
+        top.head.id}
+    assert {m.id for m in await store.list_checkpoints("r1", thread=outer.thread)} == {
+        m.id for m in outer.metas}
+    for chain in [top, outer, inner, current, *subs.values()]:
+        await _assert_loads_exactly(store, chain)
+
+    # Once a paused sub-workflow completes, its anchor may go.
+    waiting = subs[RunStatus.WAITING]
+    await store.commit(Commit(lease, mark=StatusMark(waiting.head.id, RunStatus.COMPLETED)))
+    assert await store.prune(keep_last=1) == 1
+    assert await store.get_checkpoint("r1", waiting.thread.partition("/")[0]) is None
+    assert await store.thread_head("r1", waiting.thread) is not None
+    await _assert_loads_exactly(store, top)
+    await _assert_loads_exactly(store, waiting)
 
 
 async def test_prune_keeps_values_older_checkpoints_wrote(store: CheckpointStore) -> None:
@@ -490,3 +693,89 @@ async def test_any_chain_loads_back_exactly(store: CheckpointStore, steps: list[
         await store.commit(Commit(lease, checkpoint=chain.next(values=values, appends=appends)))
     for meta in chain.metas:
         assert state_of(await store.load_checkpoint(run_id, meta.id)) == chain.expected[meta.id]
+
+
+_sub_specs = st.lists(st.tuples(st.integers(1, 3), st.sampled_from([*RunStatus, RunStatus.COMPLETED]),
+                                st.booleans()), max_size=2)
+_rounds = st.lists(st.tuples(_sub_specs, st.sets(st.sampled_from(["task", "ask", "answer",
+                                                                 "reopen"])),
+                             st.integers(0, 99)), min_size=1, max_size=8)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=_rounds, keep_last=st.one_of(st.none(), st.integers(1, 3)),
+       age=st.one_of(st.none(), st.none(), st.integers(0, 10)))
+async def test_prune_follows_the_documented_rules(
+    store: CheckpointStore, rounds: list[Any], keep_last: int | None, age: int | None,
+) -> None:
+    """Whatever a run did, prune removes exactly what ``CheckpointStore.prune`` says.
+
+    Each round invokes sub-workflows (on the parent's head, or nested on a checkpoint
+    of an earlier one) that end in any status, saves task writes and steps, asks,
+    answers and reopens requests, then advances the parent.
+    """
+    run_id = new_id("run")
+    top, lease = await start_run(store, run_id, first={"first": 0})
+    chains: list[Chain] = [top]
+    subs: list[Chain] = []
+    requests: dict[str, tuple[str, bool]] = {}  # id -> (checkpoint id, open)
+    for i, (specs, extras, pick) in enumerate(rounds, start=1):
+        for n_steps, status, nested in specs:
+            node = f"node{len(subs)}"
+            if nested and subs:
+                parent = subs[pick % len(subs)]
+                sub = parent.sub(node, at_index=pick % len(parent.metas))
+            else:
+                sub = top.sub(node)
+            subs.append(sub)
+            chains.append(sub)
+            for k in range(n_steps):
+                cp = sub.next(values={"v": k}, appends={"log": [k]} if k % 2 else {},
+                              status=status if k == n_steps - 1 else RunStatus.RUNNING,
+                              created=at(i + k))
+                await store.commit(Commit(lease, checkpoint=cp))
+        metas = [m for c in chains for m in c.metas]
+        target = metas[pick % len(metas)]
+        if "task" in extras:
+            await store.put_task_writes(lease, [task_write(run_id, target.id, "t")])
+            await store.put_step(lease, step(run_id, target.id, "t", "s", b"1"))
+        if "ask" in extras:
+            rid = new_id("q")
+            await store.commit(Commit(lease, requests=[request(run_id, target.id, rid)]))
+            requests[rid] = (target.id, True)
+        for action in ("answer", "reopen"):
+            if action in extras and requests:
+                rid = sorted(requests)[pick % len(requests)]
+                if action == "answer":
+                    await store.commit(Commit(lease, answers={rid: b"1"}))
+                else:
+                    await store.commit(Commit(lease, reopen=[rid]))
+                requests[rid] = (requests[rid][0], action == "reopen")
+        cp = top.next(values={"n": i} if pick % 2 else {}, appends={"log": [i]}, created=at(i))
+        await store.commit(Commit(lease, checkpoint=cp))
+
+    # The rules, straight from the docstring.
+    protected = {c.head.id for c in chains}
+    protected |= {cid for cid, is_open in requests.values() if is_open}
+    protected |= {c.thread.partition("/")[0] for c in subs
+                  if c.head.status != RunStatus.COMPLETED}
+    cutoff = None if age is None else at(age)
+    doomed = {m.id for c in chains for m in (c.metas[:-keep_last] if keep_last else c.metas[:-1])
+              if m.id not in protected and (cutoff is None or m.created_at < cutoff)}
+    event(f"anchors pruned: {bool(doomed & {c.thread.partition('/')[0] for c in subs})}")
+    with_writes = [c for c in doomed if await store.get_task_writes(run_id, c)]
+    event(f"task writes pruned: {bool(with_writes)}")
+    assert await store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff) == len(doomed)
+    kept = {m.id for m in await store.list_checkpoints(run_id)}
+    assert kept == {m.id for c in chains for m in c.metas} - doomed
+    for chain in chains:
+        await _assert_loads_exactly(store, chain)
+    for cid in doomed:
+        assert await store.get_task_writes(run_id, cid) == []
+        assert await store.get_steps(run_id, cid, "t") == {}
+        assert await store.get_requests(run_id, checkpoint_id=cid) == []
+    assert {r.id for r in await store.get_requests(run_id)} == {
+        rid for rid, (cid, _) in requests.items() if cid not in doomed}
+    assert {r.id for r in await store.get_requests(run_id, open_only=True)} == {
+        rid for rid, (_, is_open) in requests.items() if is_open}

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from durable_flow import _sql
+from durable_flow._records import RunStatus
 from durable_flow._sql import Execute, ExecuteMany, Fetch, FetchEach, Op
 from durable_flow._sqlite import SQLITE, SqliteStore
-from durable_flow._tables import queries_for
-from durable_flow.errors import RunNotFoundError
+from durable_flow._store import Commit, RunUpdate, StatusMark
+from durable_flow._tables import Statement, queries_for
+from durable_flow.errors import RunNotFoundError, UnknownRequestError
 
-from .builders import make_run
+from .builders import make_run, request, start_run, task_write
 
 
 def _sync_perform(conn: sqlite3.Connection):  # type: ignore[no-untyped-def]
@@ -82,3 +84,49 @@ def test_every_statement_compiles_for_postgresql() -> None:
     assert q.lease_check.sql.endswith("FOR UPDATE")
     assert "ON CONFLICT (run_id, request_id) DO NOTHING" in q.req_insert.sql
     assert q.tw_upsert.names == ("run_id", "checkpoint_id", "node", "data", "created_at")
+
+
+async def test_commit_statements_of_a_superstep_and_of_a_reopen(tmp_path: Path) -> None:
+    """The hot path keeps its statement count; ``reopen`` adds one statement only when used."""
+    path = tmp_path / "count.db"
+    async with SqliteStore(path) as store:
+        chain, lease = await start_run(store, "r1")
+        base = chain.head.id
+        await store.commit(Commit(lease, requests=[request("r1", base, "q1")]))
+        await store.commit(Commit(lease, answers={"q1": b"1"}))
+    q = queries_for(SQLITE)
+    conn = sqlite3.connect(path, isolation_level=None)
+    sync = _sync_perform(conn)
+    performed: list[Statement] = []
+
+    def perform(op: Op) -> object:
+        performed.append(op.stmt)
+        return sync(op)
+
+    def run(commit: Commit) -> list[Statement]:
+        performed.clear()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _sql.drive(_sql.commit_tx(q, commit), perform)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return list(performed)
+
+    try:
+        superstep = chain.next(values={"n": 1}, appends={"log": [1]})
+        assert run(Commit(lease, checkpoint=superstep, run=RunUpdate(
+            RunStatus.RUNNING, head_checkpoint_id=superstep.meta.id))) == [
+            q.run_update, q.cp_insert, q.value_insert, q.chunk_insert]
+        sub_step = chain.next(values={"n": 2})
+        assert run(Commit(lease, checkpoint=sub_step)) == [
+            q.run_touch, q.cp_insert, q.value_insert]
+        head = sub_step.meta.id
+        assert run(Commit(lease, mark=StatusMark(head, RunStatus.WAITING), reopen=["q1"],
+                          task_writes=[task_write("r1", head, "a")])) == [
+            q.run_touch, q.req_reopen, q.tw_upsert, q.cp_mark]
+        with pytest.raises(UnknownRequestError):
+            run(Commit(lease, reopen=["q1", "nope"]))
+    finally:
+        conn.close()
