@@ -138,7 +138,10 @@ class NodeContext:
             except ValidationError as exc:
                 # the answer fit the request's JSON Schema but not the node's own type
                 # (a custom validator): ask again rather than failing the node for good
-                raise Interrupt([], reopen={row.id: str(exc).splitlines()[0]}) from None
+                reason = "; ".join(
+                    ".".join(str(p) for p in e["loc"]) + f": {e['msg']}" if e["loc"] else e["msg"]
+                    for e in exc.errors())
+                raise Interrupt([], reopen={row.id: reason}) from None
         if row is None:
             row = self._new_request(index, payload, adapter)
         raise Interrupt([row])

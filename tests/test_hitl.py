@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, field_validator
 
 from durable_flow import (
     END,
@@ -480,3 +480,81 @@ async def test_bad_update_state_raises_and_changes_nothing(
     done = await rt.resume(wf, waiting.run_id,
                            responses={waiting.pending_requests[0].id: {"approved": True}})
     assert done.status is RunStatus.COMPLETED
+
+
+class Score(BaseModel):
+    score: int
+
+    @field_validator("score")
+    @classmethod
+    def not_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("score must not be negative")
+        return v
+
+
+async def test_an_answer_the_node_type_rejects_is_asked_again(rt: Runtime) -> None:
+    b = WorkflowBuilder("scored", state=Doc)
+
+    @b.node()
+    async def rate(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        answer = await ctx.request("score?", response_type=Score)
+        return {"note": f"score {answer.score}"}
+
+    b.set_entry("rate")
+    wf = b.build()
+    waiting = await rt.run(wf, {})
+    [req] = waiting.pending_requests
+    # fits the JSON Schema (an integer), fails the model's own validator
+    events = [e async for e in rt.stream_resume(wf, waiting.run_id, responses={req.id: {"score": -5}})]
+    again = events[-1].result
+    assert again is not None and again.status is RunStatus.WAITING
+    assert [r.id for r in again.pending_requests] == [req.id]
+    rejected = [e for e in events if e.kind == "request_issued" and "rejected_answer" in e.data]
+    assert rejected and "negative" in rejected[0].data["rejected_answer"]
+    assert [r.id for r in await rt.pending_requests()] == [req.id]
+    done = await rt.resume(wf, waiting.run_id, responses={req.id: {"score": 3}})
+    assert done.status is RunStatus.COMPLETED and done.state.note == "score 3"
+
+
+async def test_update_state_refuses_to_drop_recorded_work(rt: Runtime) -> None:
+    b = WorkflowBuilder("two-askers", state=Doc)
+
+    @b.node()
+    async def first(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        return {"approved": await ctx.request("a?", response_type=bool)}
+
+    @b.node()
+    async def second(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        return {"note": await ctx.request("b?", response_type=str)}
+
+    b.add_node("start", lambda s: None)
+    b.set_entry("start")
+    b.add_edge("start", "first")
+    b.add_edge("start", "second")
+    wf = b.build()
+    waiting = await rt.run(wf, {})
+    ids = {r.node: r.id for r in waiting.pending_requests}
+    # only open requests on the head: an update is fine (the nodes ask again)
+    await rt.update_state(wf, waiting.run_id, {"topic": "edited"})
+    assert {r.node for r in await rt.pending_requests()} == set()
+    again = await rt.resume(wf, waiting.run_id)
+    ids = {r.node: r.id for r in again.pending_requests}
+    assert set(ids) == {"first", "second"}
+    # one answer given, the other still open: the finished sibling would be lost
+    partly = await rt.resume(wf, waiting.run_id, responses={ids["first"]: True})
+    assert partly.status is RunStatus.WAITING
+    before = await rt.history(waiting.run_id)
+    with pytest.raises(InvalidInputError, match="finished sibling tasks"):
+        await rt.update_state(wf, waiting.run_id, {"topic": "again"})
+    assert await rt.history(waiting.run_id) == before
+
+
+async def test_update_state_on_a_finished_run_is_refused(rt: Runtime) -> None:
+    b = WorkflowBuilder("done", state=Doc)
+    b.add_node("only", lambda s: {"note": "x"})
+    b.set_entry("only")
+    wf = b.build()
+    done = await rt.run(wf, {})
+    with pytest.raises(RunNotResumableError):
+        await rt.update_state(wf, done.run_id, {"topic": "late"})
