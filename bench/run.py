@@ -9,9 +9,12 @@ Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
 when the file is regenerated.
 
-Options: ``--reps N`` (default 3), ``--quick`` (small sizes, for a smoke
-test; writes to a temporary folder unless ``--out`` is given), ``--only
-chain,fanout,inbox`` (a subset), ``--no-profile``, ``--out DIR``.
+Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
+N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
+temporary folder unless ``--out`` is given), ``--only chain,fanout,inbox``
+(a subset), ``--no-profile``, ``--out DIR``. Raw results go to
+``$TMPDIR/df-bench-results.json``. Targets that are missed are profiled
+(pyinstrument, durable-flow side) and the profiles are added to RESULTS.md.
 """
 
 from __future__ import annotations
@@ -501,11 +504,15 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
               "is warm. 5 samples per repetition, pooled.",
               "- Floor: stdlib `sqlite3`, same journal mode (WAL) and `synchronous=FULL`, "
               "`BEGIN IMMEDIATE; INSERT` one 200-byte blob `; COMMIT`, 400 transactions after "
-              "a warm-up, median per transaction; sampled before each chain size.", ""]
+              "a warm-up, median per transaction; sampled before every chain and fanout pair "
+              "(and once at synchronous=NORMAL, to show the cost without the sync).", ""]
 
     def status(met: bool | None) -> str:
         return "met" if met else "**missed**" if met is False else "n/a"
 
+    for name, error in res.get("errors", {}).items():
+        lines += [f"**The {name} workload failed in this run**; its numbers are missing:", "",
+                  "```", error.strip()[-1500:], "```", ""]
     lines += ["## Targets", "",
               "Disk-bound targets are judged twice: over all repetitions, and over the "
               "repetitions whose floor sample (taken just before the pair) showed the disk in "
@@ -674,9 +681,9 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
             lines += [f"### {p['title']} ({p['duration']:.2f} s profiled, "
                       f"{p['cpu']:.2f} s CPU)", ""]
             tx = p.get("tx") or {}
-            if tx.get("write_n"):
+            if tx.get("write_n") or tx.get("read_n"):
                 lines += [f"SQLite transactions on the store thread: {tx['write_n']} writes "
-                          f"({tx['write_s'] / tx['write_n'] * 1e3:.2f} ms each, "
+                          f"({tx['write_s'] / max(tx['write_n'], 1) * 1e3:.2f} ms each, "
                           f"{tx['write_s']:.2f} s in all), {tx['read_n']} reads "
                           f"({tx['read_s']:.3f} s in all).", ""]
             lines += ["| function (file:line) | self time, s | share |",
@@ -779,17 +786,25 @@ def main() -> None:
     start = time.perf_counter()
     load0 = _loadavg()
     bench.log(f"durable-flow vs LangGraph: {args.reps} repetitions, output in {out_dir}")
+    sections: list[tuple[str, Callable[[], None]]] = [
+        ("chain", bench.chain), ("decompose", bench.decompose), ("fanout", bench.fanout),
+        ("inbox", bench.inbox)]
     try:
-        if "chain" in only:
-            bench.chain()
-            bench.decompose()
-        if "fanout" in only:
-            bench.fanout()
-        if "inbox" in only:
-            bench.inbox()
+        for name, section in sections:
+            if name in only or (name == "decompose" and "chain" in only):
+                try:
+                    section()
+                except Exception as exc:  # one broken workload must not lose the others
+                    bench.log(f"{name} FAILED: {exc}")
+                    bench.results.pop(name, None)
+                    bench.results.setdefault("errors", {})[name] = str(exc)[-3000:]
         targets = evaluate(bench.results, args.sizes)
         if not args.no_profile:
-            bench.profile(targets)
+            try:
+                bench.profile(targets)
+            except Exception as exc:
+                bench.log(f"profiling FAILED: {exc}")
+                bench.results.setdefault("errors", {})["profile"] = str(exc)[-3000:]
         wall = time.perf_counter() - start
         raw = Path(tempfile.gettempdir()) / "df-bench-results.json"
         raw.write_text(json.dumps(bench.results, indent=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -12,8 +13,10 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     wait_exponential,
-    wait_exponential_jitter,
+    wait_random,
 )
+
+from .errors import InvalidInputError
 
 __all__ = ["RetryPolicy"]
 
@@ -26,8 +29,10 @@ class RetryPolicy:
 
     ``max_attempts`` counts the first try. Delays grow from ``initial_delay``
     by ``backoff`` up to ``max_delay``, with random jitter unless disabled.
-    Only exceptions that are instances of ``retry_on`` are retried; a node
-    timeout raises ``TimeoutError`` inside the task.
+    Only exceptions that are instances of ``retry_on`` (a tuple of exception
+    classes; one class is taken as a tuple of one) are retried; a node
+    timeout raises ``TimeoutError`` inside the task. Bad values raise
+    ``InvalidInputError`` at once.
     """
 
     max_attempts: int = 3
@@ -38,10 +43,18 @@ class RetryPolicy:
     retry_on: tuple[type[BaseException], ...] = (Exception,)
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("RetryPolicy.max_attempts must be at least 1")
-        if self.initial_delay < 0 or self.max_delay < 0 or self.backoff < 1:
-            raise ValueError("RetryPolicy delays must be >= 0 and backoff >= 1")
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise InvalidInputError(
+                f"RetryPolicy.max_attempts must be an int of at least 1 (the first try "
+                f"counts), got {attempts!r}")
+        _check_number("initial_delay", self.initial_delay, 0.0, "a number of seconds >= 0")
+        _check_number("backoff", self.backoff, 1.0, "a number >= 1 (the growth factor)")
+        _check_number("max_delay", self.max_delay, 0.0, "a number of seconds >= 0",
+                      allow_inf=True)
+        if not isinstance(self.jitter, bool):
+            raise InvalidInputError(f"RetryPolicy.jitter must be True or False, got {self.jitter!r}")
+        object.__setattr__(self, "retry_on", _exception_classes(self.retry_on))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain form for signatures and declarative files."""
@@ -54,13 +67,11 @@ class RetryPolicy:
         on_retry: Callable[[int, BaseException, float], Awaitable[None]],
     ) -> T:
         """Run ``fn`` under this policy; ``on_retry(attempt, error, delay)`` before each retry."""
+        wait: Any = wait_exponential(multiplier=self.initial_delay, exp_base=self.backoff,
+                                     max=self.max_delay)
         if self.jitter:
-            wait: Any = wait_exponential_jitter(
-                multiplier=self.initial_delay, exp_base=self.backoff, max=self.max_delay,
-                jitter=self.initial_delay)
-        else:
-            wait = wait_exponential(multiplier=self.initial_delay, exp_base=self.backoff,
-                                    max=self.max_delay)
+            # random extra delay so many failing runs do not retry in lockstep
+            wait = wait + wait_random(0, self.initial_delay)
 
         async def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
@@ -73,3 +84,26 @@ class RetryPolicy:
             retry=retry_if_exception_type(self.retry_on), before_sleep=before_sleep,
             reraise=True)
         return await retrying(fn)
+
+
+def _check_number(name: str, value: object, minimum: float, what: str, *,
+                  allow_inf: bool = False) -> None:
+    ok = (isinstance(value, int | float) and not isinstance(value, bool)
+          and not math.isnan(value) and value >= minimum
+          and (allow_inf or not math.isinf(value)))
+    if not ok:
+        raise InvalidInputError(f"RetryPolicy.{name} must be {what}, got {value!r}")
+
+
+def _exception_classes(value: object) -> tuple[type[BaseException], ...]:
+    """``retry_on`` as a tuple of exception classes, or InvalidInputError naming the bad item."""
+    items = (value,) if isinstance(value, type) else value
+    if not isinstance(items, tuple | list):
+        raise InvalidInputError(
+            f"RetryPolicy.retry_on must be a tuple of exception classes, e.g. (ConnectionError,), "
+            f"got {value!r}")
+    for item in items:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise InvalidInputError(
+                f"RetryPolicy.retry_on must hold exception classes, got {item!r} in {value!r}")
+    return tuple(items)

@@ -98,6 +98,8 @@ class Runtime:
             raise InvalidInputError(f"run {run_id} already exists; resume it instead")
         try:
             values = input_values(workflow.schema, input if input is not None else {})
+        except InvalidInputError:
+            raise
         except ValueError as exc:
             raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
         try:

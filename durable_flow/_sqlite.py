@@ -31,7 +31,7 @@ from sqlalchemy.pool import NullPool
 from . import _migrate
 from ._sql import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive
 from ._tables import SqlDialect
-from .errors import StoreError
+from .errors import InvalidInputError, StoreError
 
 __all__ = ["SqliteStore"]
 
@@ -41,6 +41,9 @@ SQLITE = SqlDialect(sqlite.dialect(), sqlite.insert)
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 _PRAGMAS = frozenset({"journal_mode", "synchronous", "busy_timeout"})
+# SQLite keeps the busy timeout in milliseconds in a C int; a larger value
+# silently becomes 0 (no waiting at all).
+_MAX_BUSY_TIMEOUT = (2**31 - 1) // 1000
 
 
 def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
@@ -225,13 +228,24 @@ class SqliteStore(SqlStore):
         busy_timeout: float = 30.0,
     ) -> None:
         super().__init__(SQLITE)
-        self._path = os.fspath(path)
-        if self._path == ":memory:" or not self._path:
-            raise ValueError("SqliteStore needs a file path; use MemoryStore for memory only")
-        if synchronous not in _SYNCHRONOUS:
-            raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        fspath = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+        if not isinstance(fspath, str):
+            raise InvalidInputError(
+                f"SqliteStore needs a file path (a str or os.PathLike), got {path!r}")
+        if fspath == ":memory:" or not fspath.strip():
+            raise InvalidInputError(
+                f"SqliteStore needs a file path, got {fspath!r}; use MemoryStore for memory only")
+        if not isinstance(synchronous, str) or synchronous not in _SYNCHRONOUS:
+            raise InvalidInputError(
+                f"SqliteStore synchronous must be 'full' or 'normal', not {synchronous!r}")
+        if (isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float)
+                or not 0 <= busy_timeout <= _MAX_BUSY_TIMEOUT):  # also refuses NaN
+            raise InvalidInputError(
+                f"SqliteStore busy_timeout must be a number of seconds from 0 to "
+                f"{_MAX_BUSY_TIMEOUT}, got {busy_timeout!r}")
+        self._path = fspath
         self._synchronous = synchronous
-        self._busy_timeout = busy_timeout
+        self._busy_timeout = float(busy_timeout)
         self._driver: _SqliteDriver | None = None
         self._opening = asyncio.Lock()  # two tasks calling setup() open one connection
 

@@ -13,7 +13,7 @@ from ._blackboard import Blackboard, StateSchema
 from ._messages import Message
 from ._serde import UnknownTagError, decode, encode
 from ._store import CheckpointMeta, LoadedCheckpoint
-from .errors import CheckpointCorruptedError, SerializationError
+from .errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 
 __all__ = ["HISTORY_PREFIX", "ThreadState", "decode_checkpoint", "encode_field"]
 
@@ -120,9 +120,19 @@ def history_channel(node: str) -> str:
 
 
 def input_values(schema: StateSchema, data: Mapping[str, Any] | Blackboard) -> dict[str, Any]:
-    """Validate run input into typed values (all fields, defaults filled)."""
+    """Validate run input into typed values (all fields, defaults filled).
+
+    Input that is neither a mapping nor a Blackboard raises
+    ``InvalidInputError`` naming the schema; a mapping whose values do not
+    fit raises pydantic's ``ValidationError`` (which names the schema).
+    """
     if isinstance(data, Blackboard):
         data = {k: getattr(data, k) for k in data.model_fields_set} | (data.model_extra or {})
+    elif not isinstance(data, Mapping):
+        name = schema.cls.__name__
+        raise InvalidInputError(
+            f"input for {name} must be a mapping of its fields (or a {name} instance), "
+            f"got {type(data).__name__}: {data!r:.80}")
     state = schema.cls.model_validate(dict(data))
     values = {name: getattr(state, name) for name in schema.fields}
     if schema.free_form and state.model_extra:

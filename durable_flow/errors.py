@@ -7,7 +7,7 @@ well as a readable message::
     ├── WorkflowValidationError        build() found problems (.problems)
     │   └── ExpressionError            a condition string does not parse
     ├── WorkflowMismatchError          resumed with a different graph
-    ├── InvalidInputError              run input does not fit the schema
+    ├── InvalidInputError              bad input or arguments (also a ValueError)
     ├── StateUpdateError               a node wrote an unknown/ill-typed field
     ├── ConflictingUpdateError         two nodes wrote one last-write-wins field
     ├── SuperstepLimitError            max_supersteps reached
@@ -104,8 +104,13 @@ class WorkflowMismatchError(DurableFlowError):
         )
 
 
-class InvalidInputError(DurableFlowError):
-    """The input of a run (or an update) does not fit the blackboard schema."""
+class InvalidInputError(DurableFlowError, ValueError):
+    """Bad input or arguments, reported before anything is stored.
+
+    Run input that does not fit the blackboard schema, or a misused argument
+    (a ``RetryPolicy`` value, a store option, ...). It is also a
+    ``ValueError``, so ``except ValueError`` keeps catching it.
+    """
 
 
 class StateUpdateError(DurableFlowError):

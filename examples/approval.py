@@ -1,7 +1,12 @@
 """Approval loop: a draft is written, a person approves or rejects with a comment.
 
-A rejection loops back to the writer with the comment; an approval publishes
-through a durable step (the side effect happens once, whatever is retried).
+A rejection loops back to the writer, whose revised draft answers the comment;
+an approval publishes through a durable step: the post is appended to the
+blog's file exactly once, even though the publish node is retried (its
+announcement to a flaky feed fails the first time), because the retry gets
+the recorded result of ``ctx.step`` instead of publishing again. The final
+answer comes from a new runtime on the same database file, as it would from
+another process days later.
 
     python examples/approval.py
 """
@@ -18,9 +23,11 @@ from durable_flow import (
     END,
     Blackboard,
     NodeContext,
+    RetryPolicy,
     RunStatus,
     Runtime,
     SqliteStore,
+    Workflow,
     WorkflowBuilder,
     append,
 )
@@ -41,40 +48,68 @@ class Post(Blackboard):
     url: str = ""
 
 
-b = WorkflowBuilder("approval", state=Post)
+class Blog:
+    """The outside world: publishing appends one line per post to a file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.announcements: list[str] = []
+        self.announce_attempts = 0
+
+    def publish(self, topic: str, draft: str) -> str:
+        """The side effect that must happen once: write the post."""
+        url = f"https://blog.example/{topic}"
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(f"{url}\t{draft}\n")
+        return url
+
+    def posts(self) -> list[str]:
+        """Every published post, one line each."""
+        return self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+
+    def announce(self, url: str) -> None:
+        """Tell the feed; it times out on the first attempt."""
+        self.announce_attempts += 1
+        if self.announce_attempts == 1:
+            raise ConnectionError("the announcement feed timed out")
+        self.announcements.append(url)
 
 
-@b.node()
-async def write(state: Post) -> dict[str, Any]:
-    fixes = f" (revised: {'; '.join(state.comments)})" if state.comments else ""
-    return {"draft": f"A post about {state.topic}{fixes}"}
+def build(blog: Blog) -> Workflow:
+    """write -> review -> (approved: publish | rejected: write again)."""
+    b = WorkflowBuilder("approval", state=Post)
+
+    @b.node()
+    async def write(state: Post) -> dict[str, Any]:
+        fixes = f" (revised: {'; '.join(state.comments)})" if state.comments else ""
+        return {"draft": f"A post about {state.topic}{fixes}"}
+
+    @b.node()
+    async def review(state: Post, ctx: NodeContext) -> dict[str, Any]:
+        answer = await ctx.request({"draft": state.draft}, response_type=Review)
+        if answer.approved:
+            return {"approved": True}
+        return {"approved": False, "comments": [answer.comment]}
+
+    @b.node(retry=RetryPolicy(max_attempts=3, initial_delay=0.01, jitter=False))
+    async def publish(state: Post, ctx: NodeContext) -> dict[str, Any]:
+        # recorded as soon as it returns: the retry below gets the url back
+        # from the store and does not publish a second time
+        url = await ctx.step("push", blog.publish, state.topic, state.draft)
+        blog.announce(url)  # fails once: the node is retried
+        return {"url": url}
+
+    b.set_entry("write")
+    b.add_edge("write", "review")
+    b.add_switch("review", [("approved", "publish")], default="write")
+    b.add_edge("publish", END)
+    return b.build()
 
 
-@b.node()
-async def review(state: Post, ctx: NodeContext) -> dict[str, Any]:
-    answer = await ctx.request({"draft": state.draft}, response_type=Review)
-    if answer.approved:
-        return {"approved": True}
-    return {"approved": False, "comments": [answer.comment]}
-
-
-@b.node()
-async def publish(state: Post, ctx: NodeContext) -> dict[str, Any]:
-    def push() -> str:
-        return f"https://blog.example/{state.topic}"
-
-    return {"url": await ctx.step("push", push)}
-
-
-b.set_entry("write")
-b.add_edge("write", "review")
-b.add_switch("review", [("approved", "publish")], default="write")
-b.add_edge("publish", END)
-workflow = b.build()
-
-
-async def main(db: Path = Path("approval.db")) -> str:
-    """Run once, reject once, approve: returns the published url."""
+async def main(db: Path = Path("approval.db"), blog: Blog | None = None) -> Post:
+    """Run once, reject once, approve: returns the final state."""
+    blog = blog or Blog(Path("approval_blog.txt"))
+    workflow = build(blog)
     async with Runtime(SqliteStore(db)) as rt:
         result = await rt.run(workflow, {"topic": "tides"})
         req = result.pending_requests[0]
@@ -87,8 +122,11 @@ async def main(db: Path = Path("approval.db")) -> str:
     async with Runtime(SqliteStore(db)) as rt:
         result = await rt.resume(workflow, result.run_id, responses={req.id: {"approved": True}})
         assert result.status is RunStatus.COMPLETED
-        print("published:", result.state.url)  # type: ignore[attr-defined]
-        return str(result.state.url)  # type: ignore[attr-defined]
+    state = result.state
+    assert isinstance(state, Post)
+    print("published:", state.url)
+    print(f"announce attempts: {blog.announce_attempts}, posts in {blog.path}: {len(blog.posts())}")
+    return state
 
 
 if __name__ == "__main__":

@@ -22,8 +22,25 @@ def load(name: str) -> ModuleType:
 
 
 async def test_approval_rejects_then_publishes_once(tmp_path: Path) -> None:
-    url = await load("approval").main(tmp_path / "approval.db")
-    assert url == "https://blog.example/tides"
+    approval = load("approval")
+    blog = approval.Blog(tmp_path / "blog.txt")
+    state = await approval.main(tmp_path / "approval.db", blog)
+    # the rejection's comment looped back into the draft that was approved
+    assert state.comments == ["shorter"]
+    assert "shorter" in state.draft
+    assert state.approved and state.url == "https://blog.example/tides"
+    # the publish node ran twice (the announcement failed once), the side effect once
+    assert blog.announce_attempts == 2
+    assert blog.announcements == ["https://blog.example/tides"]
+    assert blog.posts() == [f"https://blog.example/tides\t{state.draft}"]
+
+
+def test_approval_runs_as_a_script(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "approval.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "published: https://blog.example/tides" in proc.stdout
+    assert (tmp_path / "approval_blog.txt").read_text().count("shorter") == 1
 
 
 async def test_nested_review_answers_the_deepest_request(tmp_path: Path) -> None:

@@ -114,9 +114,11 @@ async def test_wal_and_synchronous_as_configured(tmp_path: Path, mode: str, leve
 
 
 def test_bad_arguments_are_refused() -> None:
-    with pytest.raises(ValueError, match="MemoryStore"):
+    from durable_flow.errors import InvalidInputError  # a DurableFlowError and a ValueError
+
+    with pytest.raises(InvalidInputError, match="MemoryStore"):
         SqliteStore(":memory:")
-    with pytest.raises(ValueError, match="synchronous"):
+    with pytest.raises(InvalidInputError, match="synchronous"):
         SqliteStore("x.db", synchronous="off")  # type: ignore[arg-type]
 
 
