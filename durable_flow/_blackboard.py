@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -42,6 +42,8 @@ class FieldSpec:
     reducer: Reducer
     adapter: TypeAdapter[Any]
     item_adapter: TypeAdapter[Any] | None
+    flat: bool = False
+    """A list/dict/set whose items are immutable: a shallow copy isolates it."""
 
     @property
     def is_log(self) -> bool:
@@ -133,9 +135,30 @@ def schema_for(cls: type[Blackboard]) -> StateSchema:
         annotation = info.annotation if info.annotation is not None else Any
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
         item_adapter = TypeAdapter(_item_type(annotation)) if reducer is append else None
-        fields[name] = FieldSpec(name, reducer, adapter, item_adapter)
+        fields[name] = FieldSpec(name, reducer, adapter, item_adapter, _flat(annotation))
     free = cls.model_config.get("extra") == "allow"
     return StateSchema(cls=cls, fields=fields, free_form=free)
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+
+
+def _immutable(tp: Any) -> bool:
+    if tp in _IMMUTABLE:
+        return True
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return bool(tp.model_config.get("frozen"))
+    return get_origin(tp) is Literal
+
+
+def _flat(annotation: Any) -> bool:
+    """True for ``list[T]``/``set[T]``/``dict[K, T]`` with immutable ``T``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (list, set, frozenset) and len(args) == 1:
+        return _immutable(args[0])
+    if origin is dict and len(args) == 2:
+        return _immutable(args[1])
+    return False
 
 
 def _item_type(annotation: Any) -> Any:

@@ -51,7 +51,7 @@ class RunContext:
     """What every thread of one run execution shares: store, lease, event sink."""
 
     def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
-                 emit: Callable[[Event], None]) -> None:
+                 emit: Callable[[Event], None] | None) -> None:
         self.store = store
         self.lease = lease
         self.run_id = lease.run_id
@@ -60,7 +60,9 @@ class RunContext:
 
     def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
              **data: Any) -> None:
-        """Send an event to the stream (if any) and the log."""
+        """Send an event to the stream, if one listens."""
+        if self._emit is None:
+            return  # run()/resume(): nobody reads events, so none are built
         self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
                          superstep=superstep, node=node, ts=utcnow(), data=data))
 

@@ -79,13 +79,20 @@ class Runtime:
                   *, run_id: str | None = None, max_supersteps: int | None = None,
                   workflow_ref: str | None = None) -> RunResult:
         """Start a run and execute it until it completes, waits or fails."""
-        return await _last(self.stream(workflow, input, run_id=run_id,
-                                       max_supersteps=max_supersteps, workflow_ref=workflow_ref))
+        return await _last(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
+                                       events=False))
 
     async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                      *, run_id: str | None = None, max_supersteps: int | None = None,
                      workflow_ref: str | None = None) -> AsyncIterator[Event]:
         """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
+        async for event in self._start(workflow, input, run_id, max_supersteps, workflow_ref,
+                                       events=True):
+            yield event
+
+    async def _start(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None,
+                     run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
+                     *, events: bool) -> AsyncIterator[Event]:
         _check_workflow(workflow)
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise InvalidInputError(f"run_id must be a non-empty string, got {run_id!r}")
@@ -124,15 +131,15 @@ class Runtime:
                 await rc.commit(run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        async for event in self._execute(workflow, lease, start):
+        async for event in self._execute(workflow, lease, start, events=events):
             yield event
 
     async def resume(self, workflow: Workflow, run_id: str, *,
                      responses: Mapping[str, Any] | None = None,
                      allow_mismatch: bool = False) -> RunResult:
         """Continue a run from its head: after a crash, a failure, or with answers."""
-        return await _last(self.stream_resume(workflow, run_id, responses=responses,
-                                              allow_mismatch=allow_mismatch))
+        return await _last(self._continue(workflow, run_id, responses, allow_mismatch,
+                                          events=False))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
                             responses: Mapping[str, Any] | None = None,
@@ -143,6 +150,13 @@ class Runtime:
         type (a custom validator) is rejected when the node runs: the request
         is open again and the run stays ``waiting``.
         """
+        async for event in self._continue(workflow, run_id, responses, allow_mismatch,
+                                          events=True):
+            yield event
+
+    async def _continue(self, workflow: Workflow, run_id: str,
+                        responses: Mapping[str, Any] | None, allow_mismatch: bool,
+                        *, events: bool) -> AsyncIterator[Event]:
         _check_workflow(workflow)
         _check_mapping("responses", responses)
         record = await self._require(run_id)
@@ -172,7 +186,7 @@ class Runtime:
             state = await runner.load(record.head_checkpoint_id or "")
             return await runner.run(state)
 
-        async for event in self._execute(workflow, lease, go):
+        async for event in self._execute(workflow, lease, go, events=events):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
@@ -198,7 +212,7 @@ class Runtime:
             runner = ThreadRunner(rc, workflow, max_supersteps=source.max_supersteps)
             return await runner.run(state)
 
-        return await _last(self._execute(workflow, lease, go))
+        return await _last(self._execute(workflow, lease, go, events=False))
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
                            as_node: str | None = None) -> str:
@@ -233,9 +247,9 @@ class Runtime:
 
     # the execution wrapper ---------------------------------------------------
     async def _execute(self, workflow: Workflow, lease: Lease,
-                       body: Callable[[RunContext], Any]) -> AsyncIterator[Event]:
+                       body: Callable[[RunContext], Any], *, events: bool) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait)
+        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait if events else None)
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self._active[lease.run_id] = task
         renew = asyncio.create_task(self._renew(rc))

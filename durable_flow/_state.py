@@ -42,7 +42,14 @@ class ThreadState:
         values, which the next checkpoint is computed from. Items that are not
         containers (messages, models) are shared, so the copy stays cheap.
         """
-        return schema.build({k: _isolate(v) for k, v in self.values.items()})
+        out: dict[str, Any] = {}
+        for name, value in self.values.items():
+            spec = schema.fields.get(name)
+            if spec is not None and spec.flat and isinstance(value, list | dict | set):
+                out[name] = type(value)(value)  # C-speed shallow copy: items are immutable
+            else:
+                out[name] = _isolate(value)
+        return schema.build(out)
 
 
 def _isolate(value: Any) -> Any:
