@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from ._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
@@ -13,12 +15,19 @@ from .errors import CheckpointNotFoundError, InvalidInputError, RunNotFoundError
 __all__ = ["Inspector", "to_pending"]
 
 
-def to_pending(row: RequestRow) -> PendingRequest:
-    """The public view of a request row."""
+def to_pending(row: RequestRow, schemas: dict[bytes, Any] | None = None) -> PendingRequest:
+    """The public view of a request row.
+
+    ``schemas`` caches decoded response schemas across a listing: an inbox of
+    thousands of requests usually holds a handful of distinct schemas.
+    """
+    if schemas is None:
+        schema = orjson.loads(row.response_schema)
+    elif (schema := schemas.get(row.response_schema)) is None:
+        schema = schemas[row.response_schema] = orjson.loads(row.response_schema)
     return PendingRequest(
         id=row.id, run_id=row.run_id, node=row.node, payload=decode(row.payload),
-        response_schema=orjson.loads(row.response_schema), created_at=row.created_at,
-        workflow_name=row.workflow_name)
+        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name)
 
 
 def to_info(meta: CheckpointMeta) -> CheckpointInfo:

@@ -346,7 +346,8 @@ class Runtime:
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
         """Every open request across all runs and nesting levels, oldest first."""
-        return [to_pending(r) for r in await self.store.pending_requests(
+        schemas: dict[bytes, Any] = {}
+        return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]
 
     async def cancel(self, run_id: str) -> RunInfo:

@@ -26,10 +26,12 @@ from pydantic import BaseModel
 
 from ._messages import Message
 
-__all__ = ["TAG", "UnknownTagError", "decode", "encode"]
+__all__ = ["TAG", "TAG_BYTES", "UnknownTagError", "decode", "encode"]
 
 TAG = "__df__"
 _TAG_BYTES = b'"__df__":'
+TAG_BYTES = _TAG_BYTES
+"""How a tagged object starts in encoded bytes: absent means plain JSON."""
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_NON_STR_KEYS
 

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ._blackboard import Blackboard, StateSchema
 from ._messages import Message
-from ._serde import UnknownTagError, decode, encode
+from ._serde import TAG_BYTES, UnknownTagError, decode, encode
 from ._store import CheckpointMeta, LoadedCheckpoint
 from .errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 
@@ -80,11 +80,11 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
         raw: dict[str, Any] = {ch: decode(b) for ch, b in loaded.values.items()}
         histories: dict[str, list[Message]] = {}
         for channel, length in meta.log_lengths.items():
-            items = _concat(loaded.logs.get(channel, []), length)
+            chunks = loaded.logs.get(channel, [])
             if channel.startswith(HISTORY_PREFIX):
-                histories[channel[len(HISTORY_PREFIX):]] = _MESSAGES.validate_python(items)
+                histories[channel[len(HISTORY_PREFIX):]] = _messages(chunks, length)
             else:
-                raw[channel] = items
+                raw[channel] = _concat(chunks, length)
     except (orjson.JSONDecodeError, UnknownTagError, ValidationError, ValueError) as exc:
         raise CheckpointCorruptedError(meta.run_id, meta.id, _reason(exc)) from None
     return raw, histories
@@ -104,13 +104,33 @@ def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadSt
                        value_bytes=dict(loaded.values))
 
 
-def _concat(chunks: list[bytes], length: int) -> list[Any]:
-    items: list[Any] = []
+def _messages(chunks: list[bytes], length: int) -> list[Message]:
+    """A node history; untagged JSON is validated straight from bytes (no dicts built)."""
+    joined = _joined(chunks)
+    if TAG_BYTES in joined:
+        return _MESSAGES.validate_python(_concat(chunks, length))
+    messages = _MESSAGES.validate_json(joined)
+    if len(messages) < length:
+        raise ValueError(f"log has {len(messages)} items, checkpoint expects {length}")
+    return messages[:length]
+
+
+def _joined(chunks: list[bytes]) -> bytes:
     for chunk in chunks:
-        part = decode(chunk)
-        if not isinstance(part, list):
+        if chunk[:1] != b"[" or chunk[-1:] != b"]":
             raise ValueError("a log chunk is not a JSON array")
-        items.extend(part)
+    return b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
+
+
+def _concat(chunks: list[bytes], length: int) -> list[Any]:
+    """The first ``length`` items of a log stored as JSON-array chunks.
+
+    The chunks are joined as bytes and decoded in one call: a long run has
+    thousands of small chunks, and one parse is several times faster.
+    """
+    items = decode(_joined(chunks))
+    if not isinstance(items, list):
+        raise ValueError("a log chunk is not a JSON array")
     if len(items) < length:
         raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
     return items[:length]
