@@ -351,7 +351,13 @@ class Runtime:
             workflow_name=workflow_name)]
 
     async def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a run: at once when waiting; a running run's tasks are cancelled."""
+        """Cancel a run; its last checkpoint stays as it was.
+
+        A waiting (or crashed) run is cancelled at once. A run executing in
+        this runtime has its tasks cancelled. A run executing in another
+        process is fenced: its lease epoch moves on, so that process's next
+        write fails and it stops with ``run_cancelled``.
+        """
         record = await self._require(run_id)
         if record.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
             raise RunNotResumableError(run_id, record.status.value)
