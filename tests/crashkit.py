@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from durable_flow import (
     END,
     Blackboard,
+    RetryPolicy,
     Runtime,
     WorkflowBuilder,
     add,
@@ -103,15 +104,20 @@ def approval_workflow() -> Any:
         ok = await ctx.request({"draft": state.draft}, response_type=bool)
         return {"approved": ok}
 
-    @b.node()
+    attempts = {"publish": 0}
+
+    @b.node(retry=RetryPolicy(max_attempts=3, initial_delay=0.01, jitter=False))
     async def publish(state: Approval, ctx: Any) -> dict[str, Any]:
         record(f"publish@{ctx.superstep}")
+        attempts["publish"] += 1
 
         def side_effect() -> int:
             record("SIDE-EFFECT")
             return 1
 
         n = await ctx.step("publish", side_effect)
+        if attempts["publish"] == 1:
+            raise ConnectionError("the feed is down")  # retried: the step is not redone
         if POINT == "after_step":
             die()
         return {"published": n}
