@@ -409,10 +409,14 @@ def get_requests_tx(
 
 
 def pending_requests_tx(q: Queries, workflow_name: str | None) -> Tx[list[RequestRow]]:
-    """Open requests of every run, oldest first."""
-    rows = yield from fetch(q.req_inbox[(workflow_name is not None,)],
-                            workflow_name=workflow_name)
-    return [t.request_from_row(row) for row in rows]
+    """Open requests of every run, oldest first.
+
+    The inbox can hold tens of thousands of rows, so they are built from the
+    raw tuples (no dict per row).
+    """
+    stmt = q.req_inbox[(workflow_name is not None,)]
+    rows: list[Row] = yield Fetch(stmt, stmt.bind({"workflow_name": workflow_name}))
+    return t.requests_from_tuples(stmt.columns, rows)
 
 
 # -- transaction functions: retention ---------------------------------------------------

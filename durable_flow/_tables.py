@@ -23,7 +23,7 @@ parameters, so values never reach SQL text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -431,6 +431,20 @@ def request_from_row(row: Mapping[str, Any]) -> RequestRow:
         response_schema=row["response_schema"], created_at=from_us(row["created_at"]),
         answer=row["answer"], answered_at=_maybe_from_us(row["answered_at"]),
     )
+
+
+def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[RequestRow]:
+    """Rebuild many :class:`RequestRow` from raw result tuples in ``columns`` order."""
+    at = {name: i for i, name in enumerate(columns)}
+    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
+        at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
+                        "request_index", "payload", "response_schema", "created_at", "answer",
+                        "answered_at"))
+    return [RequestRow(
+        id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread], checkpoint_id=r[cp],
+        node=r[node], index=r[idx], payload=r[payload], response_schema=r[schema],
+        created_at=from_us(r[created]), answer=r[answer],
+        answered_at=_maybe_from_us(r[answered])) for r in rows]
 
 
 def task_write_from_row(row: Mapping[str, Any]) -> TaskWrite:
