@@ -380,11 +380,14 @@ def load_checkpoint_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[Loaded
             raise CheckpointCorruptedError(
                 run_id, checkpoint_id, f"value of channel {channel!r} at seq {seq} is missing")
         values[channel] = rows[0][0]
-    logs: dict[str, list[bytes]] = {}
-    for chunk in (yield from fetch(q.chunk_upto, **key, upto=meta.seq)):
-        if chunk["channel"] in meta.log_lengths:
-            logs.setdefault(chunk["channel"], []).append(chunk["data"])
-    return LoadedCheckpoint(meta=meta, values=values, logs=logs)
+    logs: dict[str, list[bytes]] = {ch: [] for ch in meta.log_lengths}
+    # raw (channel, data) tuples: a long run has one chunk per superstep per channel
+    chunks: list[Row] = yield Fetch(q.chunk_upto, q.chunk_upto.bind({**key, "upto": meta.seq}))
+    for channel, data in chunks:
+        if (bucket := logs.get(channel)) is not None:
+            bucket.append(data)
+    return LoadedCheckpoint(meta=meta, values=values,
+                            logs={ch: b for ch, b in logs.items() if b})
 
 
 def get_task_writes_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[list[TaskWrite]]:
