@@ -80,6 +80,18 @@ def journal_mode(path: str | os.PathLike[str]) -> str:
         conn.close()
 
 
+def chain_stats(n: int, seconds: float, cpu: float, size0: int, path: str | os.PathLike[str],
+                rss0: float, pragmas: dict[str, Any]) -> dict[str, Any]:
+    """The measurements of one chain run, the same for both sides."""
+    rss = peak_rss_mb()
+    size = db_bytes(path)
+    return {"n": n, "seconds": seconds, "supersteps_per_s": n / seconds,
+            "s_per_superstep": seconds / n, "cpu_per_superstep": cpu / n,
+            "db_bytes": size - size0, "bytes_per_superstep": (size - size0) / n,
+            "db_file_bytes": size, "rss_mb": rss, "rss_base_mb": rss0,
+            "journal_mode": journal_mode(path), "pragmas": pragmas}
+
+
 def floor(folder: str, *, synchronous: str = "FULL", count: int = 400) -> dict[str, float]:
     """Cost of one raw sqlite3 transaction writing ~200 bytes, same PRAGMAs and disk.
 

@@ -15,8 +15,8 @@ from workloads_common import (
     FANOUT_ROUNDS,
     FANOUT_WIDTH,
     INBOX_RUNS,
+    chain_stats,
     db_bytes,
-    journal_mode,
     peak_rss_mb,
     timed,
 )
@@ -150,14 +150,7 @@ async def chain(folder: str, n: int, reads: int = 0, profile_run: bool = True) -
         assert result.status is RunStatus.COMPLETED, result.error
         assert result.state.count == n and len(result.state.messages) == n
         pragmas = {k: await rt.store._pragma(k) for k in ("synchronous", "journal_mode")}
-    rss = peak_rss_mb()
-    size = db_bytes(path)
-    out: dict[str, Any] = {"n": n, "seconds": t, "supersteps_per_s": n / t,
-                           "s_per_superstep": t / n, "cpu_per_superstep": cpu / n,
-                           "db_bytes": size - size0,
-                           "bytes_per_superstep": (size - size0) / n, "db_file_bytes": size,
-                           "rss_mb": rss, "rss_base_mb": rss0,
-                           "journal_mode": journal_mode(path), "pragmas": pragmas}
+    out = chain_stats(n, t, cpu, size0, path, rss0, pragmas)
     if reads:
         run_id = result.run_id
         async with Runtime(_store(path)) as rt:
