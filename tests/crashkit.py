@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,6 +43,19 @@ def record(line: str) -> None:
         os.fsync(fh.fileno())
 
 
+async def saved_siblings(run_id: str, count: int) -> None:
+    """Wait until ``count`` task writes of the run are committed (read on our own connection)."""
+    db = sys.argv[1]
+    for _ in range(1000):
+        with sqlite3.connect(db) as conn:
+            (n,) = conn.execute("SELECT count(*) FROM task_writes WHERE run_id = ?",
+                                (run_id,)).fetchone()
+        if n >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise RuntimeError("the siblings' task writes never appeared")
+
+
 def die() -> None:
     """Die like a power cut: no cleanup, no flush."""
     os.kill(os.getpid(), signal.SIGKILL)
@@ -61,7 +75,7 @@ def _node(name: str) -> Any:
         if f"inside:{name}:{ctx.superstep}" == POINT:
             die()
         if f"sibling:{name}" == POINT:
-            await asyncio.sleep(0.6)  # the fast siblings' writes are saved meanwhile
+            await saved_siblings(ctx.run_id, 2)  # the fast siblings' writes are committed
             die()
         return {"log": [f"{name}@{ctx.superstep}"], "count": 1}
 
