@@ -92,6 +92,14 @@ def chain_stats(n: int, seconds: float, cpu: float, size0: int, path: str | os.P
             "journal_mode": journal_mode(path), "pragmas": pragmas}
 
 
+def fanout_stats(seconds: float, supersteps: int, size0: int,
+                 path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The measurements of one fanout run, the same for both sides."""
+    return {"seconds": seconds, "supersteps": supersteps,
+            "supersteps_per_s": supersteps / seconds, "rounds_per_s": FANOUT_ROUNDS / seconds,
+            "db_bytes": db_bytes(path) - size0, "rss_mb": peak_rss_mb()}
+
+
 def floor(folder: str, *, synchronous: str = "FULL", count: int = 400) -> dict[str, float]:
     """Cost of one raw sqlite3 transaction writing ~200 bytes, same PRAGMAs and disk.
 

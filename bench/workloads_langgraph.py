@@ -23,6 +23,7 @@ from workloads_common import (
     INBOX_RUNS,
     chain_stats,
     db_bytes,
+    fanout_stats,
     peak_rss_mb,
     timed,
 )
@@ -207,10 +208,7 @@ async def fanout(folder: str) -> dict[str, Any]:
     state = await app.aget_state(_cfg("t1"))
     supersteps = state.metadata["step"] + 1  # their steps start at 0 after the input (-1)
     await conn.close()
-    size = db_bytes(path)
-    return {"seconds": t, "supersteps": supersteps, "supersteps_per_s": supersteps / t,
-            "rounds_per_s": FANOUT_ROUNDS / t, "db_bytes": size - size0,
-            "rss_mb": peak_rss_mb()}
+    return fanout_stats(t, supersteps, size0, path)
 
 
 async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from workloads_common import (
     INBOX_RUNS,
     chain_stats,
     db_bytes,
+    fanout_stats,
     peak_rss_mb,
     timed,
 )
@@ -185,10 +186,7 @@ async def fanout(folder: str) -> dict[str, Any]:
         assert result.state.count == FANOUT_WIDTH * FANOUT_ROUNDS, result.state.count
         infos = await rt.history(result.run_id)
     supersteps = max(i.superstep for i in infos)
-    size = db_bytes(path)
-    return {"seconds": t, "supersteps": supersteps, "supersteps_per_s": supersteps / t,
-            "rounds_per_s": FANOUT_ROUNDS / t, "db_bytes": size - size0,
-            "rss_mb": peak_rss_mb()}
+    return fanout_stats(t, supersteps, size0, path)
 
 
 async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
