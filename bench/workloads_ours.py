@@ -31,14 +31,14 @@ from durable_flow import (
     WorkflowBuilder,
     add,
 )
-from durable_flow._clock import utcnow
-from durable_flow._engine import RunContext, ThreadRunner
-from durable_flow._store import Lease
+from durable_flow.engine._loop import RunContext, ThreadRunner
+from durable_flow.model._clock import utcnow
+from durable_flow.store._protocols import Lease
 
 try:  # the public name once the store is exported
     from durable_flow import SqliteStore  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - before the export lands
-    from durable_flow._sqlite import SqliteStore
+    from durable_flow.store._sqlite import SqliteStore
 
 NAME = "durable-flow"
 

@@ -7,32 +7,12 @@ survive crashes, wait for people, and can be resumed or forked.
 
 import typing as _typing
 
-from ._agent import Agent
-from ._blackboard import Blackboard
-from ._builder import WorkflowBuilder
-from ._context import NodeContext
-from ._declarative import dump_workflow, load_workflow
-from ._diagram import to_mermaid
-from ._graph import END, Command, Workflow
-from ._logging import configure_logging
-from ._memory import MemoryStore
-from ._messages import Message, ToolCall
-from ._models import ChatModel, ChatResponse, OpenAIChatModel, ToolSpec, Usage
-from ._records import (
-    CheckpointInfo,
-    CheckpointRef,
-    ErrorInfo,
-    Event,
-    PendingRequest,
-    RunInfo,
-    RunResult,
-    RunStatus,
-    Snapshot,
-)
-from ._reducers import add, append, merge
-from ._retry import RetryPolicy
-from ._runtime import Runtime
-from ._store import CheckpointStore
+from .agents._agent import Agent
+from .agents._models import ChatModel, ChatResponse, OpenAIChatModel, ToolSpec, Usage
+from .build._builder import WorkflowBuilder
+from .build._diagram import to_mermaid
+from .build.declarative._load import dump_workflow, load_workflow
+from .engine._context import NodeContext
 from .errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -60,9 +40,29 @@ from .errors import (
     WorkflowMismatchError,
     WorkflowValidationError,
 )
+from .model._blackboard import Blackboard
+from .model._graph import END, Command, Workflow
+from .model._messages import Message, ToolCall
+from .model._records import (
+    CheckpointInfo,
+    CheckpointRef,
+    ErrorInfo,
+    Event,
+    PendingRequest,
+    RunInfo,
+    RunResult,
+    RunStatus,
+    Snapshot,
+)
+from .model._reducers import add, append, merge
+from .model._retry import RetryPolicy
+from .runtime._logging import configure_logging
+from .runtime._runtime import Runtime
+from .store._memory import MemoryStore
+from .store._protocols import CheckpointStore
 
 if _typing.TYPE_CHECKING:
-    from ._sqlite import SqliteStore
+    from .store._sqlite import SqliteStore
 
 __version__ = "0.1.0"
 
@@ -70,7 +70,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> _typing.Any:
     # the SQL stores pull in SQLAlchemy and alembic: import them on first use
     if name == "SqliteStore":
-        from ._sqlite import SqliteStore
+        from .store._sqlite import SqliteStore
 
         return SqliteStore
     raise AttributeError(f"module 'durable_flow' has no attribute {name!r}")

@@ -30,7 +30,7 @@ well as a readable message::
     └── ModelError                     a chat model call failed or replied badly
 
 Control flow that user code must not swallow (a node pausing for a person)
-is not an error: see ``durable_flow._context.Interrupt`` (a ``BaseException``).
+is not an error: see ``durable_flow.engine._context.Interrupt`` (a ``BaseException``).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._memory import MemoryStore
-from ._messages import Message
-from ._models import ChatResponse, ToolSpec, Usage
+from .agents._models import ChatResponse, ToolSpec, Usage
 from .errors import ModelError
+from .model._messages import Message
+from .store._memory import MemoryStore
 
 __all__ = ["MemoryStore", "ScriptedCall", "ScriptedModel"]
 

@@ -26,11 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ._blackboard import Blackboard, schema_for
-from ._context import NodeContext
-from ._graph import Condition, ConditionLike, NodeSpec
-from ._retry import RetryPolicy
+from .engine._context import NodeContext
 from .errors import ExpressionError, GuardError, StateUpdateError
+from .model._blackboard import Blackboard, schema_for
+from .model._graph import Condition, ConditionLike, NodeSpec
+from .model._retry import RetryPolicy
 
 __all__ = [
     "GuardError",

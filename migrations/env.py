@@ -2,7 +2,7 @@
 
 The stores migrate programmatically: they hand a connection, already inside
 their own transaction, to ``config.attributes["connection"]`` (see
-``durable_flow/_migrate.py``). Without one, the ``alembic`` command line
+``durable_flow/store/sql/_migrate.py``). Without one, the ``alembic`` command line
 connects to ``sqlalchemy.url``.
 
 Logging is left alone on purpose: the template's ``fileConfig`` call would
@@ -14,7 +14,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from durable_flow._tables import METADATA
+from durable_flow.store.sql._tables import METADATA
 
 config = context.config
 

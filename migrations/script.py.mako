@@ -5,7 +5,7 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
 Add the new revision to KNOWN_REVISIONS (and HEAD_REVISION) in
-durable_flow/_migrate.py. On SQLite, alter tables with op.batch_alter_table.
+durable_flow/store/sql/_migrate.py. On SQLite, alter tables with op.batch_alter_table.
 """
 
 from __future__ import annotations

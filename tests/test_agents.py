@@ -30,7 +30,7 @@ from durable_flow import (
     WorkflowBuilder,
     append,
 )
-from durable_flow._blackboard import FreeBlackboard
+from durable_flow.model._blackboard import FreeBlackboard
 from durable_flow.testing import MemoryStore, ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -674,7 +674,7 @@ def workflow():
 
 async def child(db, run_id):
     from durable_flow import Runtime
-    from durable_flow._sqlite import SqliteStore
+    from durable_flow.store._sqlite import SqliteStore
     async with Runtime(SqliteStore(db), lease_ttl=0.5) as rt:
         await rt.run(workflow(), {"question": "charge me"}, run_id=run_id)
 
@@ -687,7 +687,7 @@ if __name__ == "__main__":
 
 async def test_a_sigkilled_tool_loop_resumes_without_repeating_finished_tool_calls(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import durable_flow._sqlite as sqlite
+    import durable_flow.store._sqlite as sqlite
     script, log, db = tmp_path / "agent_flow.py", tmp_path / "exec.log", tmp_path / "runs.db"
     script.write_text(textwrap.dedent(FLOW))
     env = {**os.environ, "AGENT_LOG": str(log), "AGENT_DIE": "1",

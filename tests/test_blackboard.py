@@ -19,7 +19,7 @@ from durable_flow import (
     append,
     merge,
 )
-from durable_flow._blackboard import schema_for
+from durable_flow.model._blackboard import schema_for
 
 
 def keep_max(current: int, update: int) -> int:

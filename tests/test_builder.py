@@ -212,7 +212,7 @@ def test_conditions_and_loops_that_can_finish_build() -> None:
 
 def test_a_condition_error_is_an_expression_error() -> None:
     with pytest.raises(ExpressionError):
-        from durable_flow._expr import parse_expression
+        from durable_flow.model._expr import parse_expression
         parse_expression("a >")
 
 

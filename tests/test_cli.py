@@ -76,7 +76,7 @@ FLOWS = textwrap.dedent('''
 CRASHER = textwrap.dedent('''
     import asyncio, sys
     from durable_flow import Runtime
-    from durable_flow._sqlite import SqliteStore
+    from durable_flow.store._sqlite import SqliteStore
     from cliflows import workflow
 
     async def main():
@@ -515,7 +515,7 @@ def test_a_run_not_started_by_the_cli_needs_workflow(db: Path, project: Path) ->
     import asyncio
 
     from durable_flow import Runtime
-    from durable_flow._sqlite import SqliteStore
+    from durable_flow.store._sqlite import SqliteStore
 
     sys.path.insert(0, str(project))
     from cliflows import workflow  # type: ignore[import-not-found]

@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from durable_flow import END, Blackboard, WorkflowBuilder, WorkflowValidationError, append
-from durable_flow._blackboard import FreeBlackboard
-from durable_flow._dataflow import parallel_pairs
+from durable_flow.build._dataflow import parallel_pairs
+from durable_flow.model._blackboard import FreeBlackboard
 from durable_flow.testing import ScriptedModel
 from durable_flow.transforms import pick, rename
 

@@ -31,12 +31,12 @@ from durable_flow import (
     load_workflow,
     to_mermaid,
 )
-from durable_flow._blackboard import FreeBlackboard, schema_for
-from durable_flow._declarative import META_KEY, ContextView, load_registry
-from durable_flow._declarative_state import parse_type, type_name
-from durable_flow._diagram import to_dot
-from durable_flow._graph import NodeSpec
-from durable_flow._reducers import add, append, merge
+from durable_flow.build._diagram import to_dot
+from durable_flow.build.declarative._load import META_KEY, ContextView, load_registry
+from durable_flow.build.declarative._state import parse_type, type_name
+from durable_flow.model._blackboard import FreeBlackboard, schema_for
+from durable_flow.model._graph import NodeSpec
+from durable_flow.model._reducers import add, append, merge
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from durable_flow import Command, Workflow, WorkflowBuilder, load_workflow, to_mermaid
-from durable_flow._diagram import to_dot
+from durable_flow.build._diagram import to_dot
 
 
 def fn(state: Any) -> None:

@@ -1,4 +1,4 @@
-"""Tests for the safe condition language in durable_flow._expr."""
+"""Tests for the safe condition language in durable_flow.model._expr."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from durable_flow._expr import (
+from durable_flow.errors import ExpressionError, WorkflowValidationError
+from durable_flow.model._expr import (
     MAX_DEPTH,
     MAX_LENGTH,
     Expression,
     parse_expression,
     resolve_path,
 )
-from durable_flow.errors import ExpressionError, WorkflowValidationError
 
 # --------------------------------------------------------------------------
 # fixtures / models

@@ -33,8 +33,8 @@ from durable_flow import (
     WorkflowValidationError,
     append,
 )
-from durable_flow._blackboard import schema_for
-from durable_flow._state import input_values
+from durable_flow.engine._state import input_values
+from durable_flow.model._blackboard import schema_for
 from durable_flow.testing import ScriptedModel
 from durable_flow.transforms import rename
 

@@ -22,7 +22,7 @@ from durable_flow import (
     ToolCall,
     WorkflowBuilder,
 )
-from durable_flow._serde import decode, encode
+from durable_flow.model._serde import decode, encode
 
 
 class Color(enum.Enum):

@@ -18,7 +18,7 @@ from durable_flow import (
     WorkflowValidationError,
     append,
 )
-from durable_flow._blackboard import FreeBlackboard
+from durable_flow.model._blackboard import FreeBlackboard
 from durable_flow.transforms import (
     Transform,
     default,

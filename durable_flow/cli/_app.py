@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from .. import __version__
-from .._logging import configure_logging
 from ..errors import DurableFlowError
+from ..runtime._logging import configure_logging
 from . import _reading, _running, _tools
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 

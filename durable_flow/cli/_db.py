@@ -8,11 +8,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from .._graph import Workflow
-from .._records import RunInfo
-from .._runtime import Runtime
-from .._store import CheckpointStore
 from ..errors import RunNotFoundError
+from ..model._graph import Workflow
+from ..model._records import RunInfo
+from ..runtime._runtime import Runtime
+from ..store._protocols import CheckpointStore
 from ._support import CliError, CliOptions, resolve_workflow
 
 __all__ = [
@@ -69,7 +69,7 @@ def open_store(db: str, *, create: bool = False) -> CheckpointStore:
                            "or pass --db PATH / set DURABLE_FLOW_DB")
         if not path.parent.is_dir():
             raise CliError(f"cannot create database {path}: no directory {path.parent}")
-    from .._sqlite import SqliteStore
+    from ..store._sqlite import SqliteStore
 
     return SqliteStore(str(path), synchronous="full")
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .._records import RunStatus
+from ..model._records import RunStatus
 
 __all__ = [
     "AllowMismatchOpt",

@@ -18,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from .._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
 from ._support import CliOptions, compact, jsonable
 
 __all__ = [

@@ -12,7 +12,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from .._records import Event, RunResult, RunStatus
+from ..model._records import Event, RunResult, RunStatus
 from ._output import cell, status_text
 
 __all__ = ["NodeStats", "Tracker", "follow"]

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .._runtime import Runtime
+from ..runtime._runtime import Runtime
 from ._db import find_run, opened, resolve_checkpoint
 from ._options import JsonOpt, NamespaceOpt, RunArg, StatusOpt, WorkflowNameOpt
 from ._output import (

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._graph import Workflow
-from .._records import RunResult, RunStatus
-from .._runtime import Runtime
 from ..errors import UnknownRequestError
+from ..model._graph import Workflow
+from ..model._records import RunResult, RunStatus
+from ..runtime._runtime import Runtime
 from ._db import opened, resolve_checkpoint, workflow_for_run
 from ._options import AllowMismatchOpt, JsonOpt, RunArg, WorkflowOpt, WorkflowRefArg
 from ._output import cell, emit_json, make_console, requests_table, respond_command, status_text

@@ -21,9 +21,9 @@ import typer
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from .._builder import WorkflowBuilder
-from .._graph import Workflow
+from ..build._builder import WorkflowBuilder
 from ..errors import InvalidResponseError, WorkflowValidationError
+from ..model._graph import Workflow
 
 __all__ = [
     "DEFAULT_DB",

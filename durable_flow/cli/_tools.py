@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from .._graph import Workflow
 from ..errors import WorkflowValidationError
+from ..model._graph import Workflow
 from ._db import display_db, find_run, opened
 from ._options import DiagramFormat, JsonOpt, RegistryOpt
 from ._output import emit_json, make_console
@@ -24,12 +24,12 @@ _FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def load_file(path: Path, registry_ref: str | None, notes: list[str] | None = None) -> Workflow:
-    """Load a declarative .json/.yaml workflow (``durable_flow._declarative``).
+    """Load a declarative .json/.yaml workflow (``durable_flow.build.declarative._load``).
 
     ``registry_ref`` (``MODULE:NAME``) is imported like a workflow reference;
     the loader's remarks (such as unchecked agent names) go to ``notes``.
     """
-    from .._declarative import load_workflow
+    from ..build.declarative._load import load_workflow
 
     if not path.is_file():
         raise CliError(f"no file {path}")
@@ -38,7 +38,7 @@ def load_file(path: Path, registry_ref: str | None, notes: list[str] | None = No
 
 
 def _render(workflow: Workflow, fmt: DiagramFormat) -> str:
-    from .._diagram import to_dot, to_mermaid
+    from ..build._diagram import to_dot, to_mermaid
 
     return to_dot(workflow) if fmt is DiagramFormat.DOT else to_mermaid(workflow)
 
@@ -113,7 +113,7 @@ def upgrade(ctx: typer.Context) -> None:
 
     asyncio.run(go())
     try:
-        from .._migrate import head_revision
+        from ..store.sql._migrate import head_revision
 
         revision = f" (schema revision {head_revision()})"
     except ImportError:  # pragma: no cover - stores without alembic migrations

@@ -5,7 +5,7 @@ Revises:
 Create Date: 2024-11-21
 
 Times are BIGINT microseconds since the epoch (UTC); payloads are BLOBs of
-orjson bytes; small metadata is JSON text. See durable_flow/_tables.py.
+orjson bytes; small metadata is JSON text. See durable_flow/store/sql/_tables.py.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from durable_flow._records import CheckpointSource, ErrorInfo, RunStatus
-from durable_flow._store import (
+from durable_flow.model._records import CheckpointSource, ErrorInfo, RunStatus
+from durable_flow.store._protocols import (
     CheckpointMeta,
     CheckpointStore,
     CheckpointWrite,

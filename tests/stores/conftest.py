@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from durable_flow._memory import MemoryStore
-from durable_flow._sqlite import SqliteStore
-from durable_flow._store import CheckpointStore
+from durable_flow.store._memory import MemoryStore
+from durable_flow.store._protocols import CheckpointStore
+from durable_flow.store._sqlite import SqliteStore
 
 STORE_KINDS = ["memory", "sqlite"]
 

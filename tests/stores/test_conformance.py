@@ -1,4 +1,4 @@
-"""The behaviour every CheckpointStore must share (see durable_flow/_store.py)."""
+"""The behaviour every CheckpointStore must share (see durable_flow/store/_protocols.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from durable_flow._clock import utcnow
-from durable_flow._records import CheckpointRef, RunStatus
-from durable_flow._store import (
-    CheckpointStore,
-    Commit,
-    Lease,
-    RunUpdate,
-    StatusMark,
-)
 from durable_flow.errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -26,6 +17,15 @@ from durable_flow.errors import (
     RunLockedError,
     RunNotFoundError,
     UnknownRequestError,
+)
+from durable_flow.model._clock import utcnow
+from durable_flow.model._records import CheckpointRef, RunStatus
+from durable_flow.store._protocols import (
+    CheckpointStore,
+    Commit,
+    Lease,
+    RunUpdate,
+    StatusMark,
 )
 
 from .builders import (

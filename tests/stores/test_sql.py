@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from durable_flow import _sql
-from durable_flow._records import RunStatus
-from durable_flow._sql import Execute, ExecuteMany, Fetch, FetchEach, Op
-from durable_flow._sqlite import SQLITE, SqliteStore
-from durable_flow._store import Commit, RunUpdate, StatusMark
-from durable_flow._tables import Statement, queries_for
+from durable_flow.store.sql import _base as _sql
 from durable_flow.errors import RunNotFoundError, UnknownRequestError
+from durable_flow.model._records import RunStatus
+from durable_flow.store._protocols import Commit, RunUpdate, StatusMark
+from durable_flow.store._sqlite import SQLITE, SqliteStore
+from durable_flow.store.sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op
+from durable_flow.store.sql._tables import Statement, queries_for
 
 from .builders import make_run, request, start_run, task_write
 
@@ -77,7 +77,7 @@ def test_literals_become_constants_not_sql_text() -> None:
 def test_every_statement_compiles_for_postgresql() -> None:
     from sqlalchemy.dialects import postgresql
 
-    from durable_flow._tables import SqlDialect
+    from durable_flow.store.sql._tables import SqlDialect
 
     q = queries_for(SqlDialect(postgresql.asyncpg.dialect(), postgresql.insert))
     assert "runs.run_id = $1" in q.run_get.sql and "?" not in q.run_get.sql

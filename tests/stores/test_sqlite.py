@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from durable_flow._migrate import HEAD_REVISION
-from durable_flow._records import RunStatus
-from durable_flow._sqlite import SQLITE, SqliteStore
-from durable_flow._store import Commit, RunUpdate
-from durable_flow._tables import METADATA, Statement, queries_for
 from durable_flow.errors import CheckpointCorruptedError, SchemaVersionError, StoreError
+from durable_flow.model._records import RunStatus
+from durable_flow.store._protocols import Commit, RunUpdate
+from durable_flow.store._sqlite import SQLITE, SqliteStore
+from durable_flow.store.sql._migrate import HEAD_REVISION
+from durable_flow.store.sql._tables import METADATA, Statement, queries_for
 
 from .builders import Chain, make_run, start_run, state_of
 
@@ -87,7 +87,7 @@ def test_opening_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> Non
     asyncio.run(_setup_and_close(path))
     script = """
         import asyncio, sys
-        from durable_flow._sqlite import SQLITE, SqliteStore
+        from durable_flow.store._sqlite import SQLITE, SqliteStore
         async def main():
             async with SqliteStore(sys.argv[1]) as store:
                 await store.list_runs()
@@ -184,9 +184,9 @@ def _python(script: str, *args: str) -> str:
 _CHILD = """
     import asyncio, sys
     from datetime import UTC, datetime
-    from durable_flow._records import RunStatus
-    from durable_flow._sqlite import SQLITE, SqliteStore
-    from durable_flow._store import CheckpointMeta, CheckpointWrite, Commit, RunRecord
+    from durable_flow.model._records import RunStatus
+    from durable_flow.store._sqlite import SQLITE, SqliteStore
+    from durable_flow.store._protocols import CheckpointMeta, CheckpointWrite, Commit, RunRecord
     from durable_flow.errors import RunLockedError
 
     async def contend(store, owner):

@@ -1,0 +1,1 @@
+"""Agent nodes and chat models."""

@@ -1,0 +1,143 @@
+"""Structural checks of a workflow graph, reported all at once."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from ..model._graph import END, Workflow
+
+__all__ = ["reachable", "validate_graph"]
+
+
+def validate_graph(wf: Workflow) -> list[str]:
+    """Every structural problem of ``wf``, in a stable order."""
+    problems: list[str] = []
+    problems += _check_entry(wf)
+    problems += _check_targets(wf)
+    if wf.entry in wf.nodes:
+        problems += _check_reachability(wf)
+        problems += _check_fan_ins(wf)
+    return problems
+
+
+def _check_entry(wf: Workflow) -> list[str]:
+    if not wf.entry:
+        return ["no entry node: call set_entry(...)"]
+    if wf.entry not in wf.nodes:
+        return [f"entry {wf.entry!r} is not a node"]
+    return []
+
+
+def _check_targets(wf: Workflow) -> list[str]:
+    problems = []
+    known = set(wf.nodes)
+
+    def check(where: str, name: str | None, allow_end: bool = True) -> None:
+        if name is None or name in known or (allow_end and name == END):
+            return
+        problems.append(f"{where} refers to unknown node {name!r}")
+
+    for source, edges in wf.edges.items():
+        check(f"edge {source}->...", source, allow_end=False)
+        for e in edges:
+            check(f"edge {source}->{e.target}", e.target)
+    for source, sw in wf.switches.items():
+        check(f"switch on {source}", source, allow_end=False)
+        for _, target in sw.cases:
+            check(f"switch {source}->{target}", target)
+        check(f"switch {source} default", sw.default)
+    targets_seen: set[str] = set()
+    for fan in wf.fan_ins:
+        for s in fan.sources:
+            check(f"fan-in into {fan.target}: source", s, allow_end=False)
+        check("fan-in target", fan.target, allow_end=False)
+        if not fan.sources:
+            problems.append(f"fan-in into {fan.target!r} has no sources")
+        if fan.target in targets_seen:
+            problems.append(f"node {fan.target!r} is the target of two fan-ins")
+        targets_seen.add(fan.target)
+    for nid, spec in wf.nodes.items():
+        for g in spec.goto:
+            check(f"node {nid} goto", g)
+    for x in sorted(wf.exits):
+        check("exit", x, allow_end=False)
+    return problems
+
+
+def reachable(wf: Workflow, start: str, *, avoid: Iterable[str] = ()) -> set[str]:
+    """Nodes reachable from ``start`` (inclusive) without passing ``avoid``."""
+    blocked = set(avoid)
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in wf.successors(node):
+            if nxt in wf.nodes and nxt not in seen and nxt not in blocked:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def _check_reachability(wf: Workflow) -> list[str]:
+    problems = []
+    live = reachable(wf, wf.entry)
+    for nid in wf.nodes:
+        if nid not in live:
+            problems.append(f"node {nid!r} is unreachable from the entry {wf.entry!r}")
+    finishing = _can_finish(wf)
+    for nid in sorted(live - finishing):
+        problems.append(f"node {nid!r} has no way to finish: every path from it loops forever")
+    return problems
+
+
+def _may_stop(wf: Workflow, nid: str) -> bool:
+    """True when the node's routing may pick no target, which ends its branch.
+
+    That is the case when every edge has a condition and no switch default
+    catches the rest, or when the node may ``Command(goto=END)``.
+    """
+    if wf.nodes[nid].goto:
+        return True
+    edges = wf.edges.get(nid, ())
+    sw = wf.switches.get(nid)
+    if not edges and sw is None:
+        return False  # only fan-in targets (or nothing, handled by the caller)
+    if any(e.when is None for e in edges):
+        return False
+    return sw is None or sw.default is None
+
+
+def _can_finish(wf: Workflow) -> set[str]:
+    """Nodes from which some path reaches END, an exit or a node with no way on."""
+    preds: dict[str, set[str]] = {n: set() for n in wf.nodes}
+    done: set[str] = set()
+    for nid in wf.nodes:
+        succ = wf.successors(nid)
+        if not succ or END in succ or nid in wf.exits or _may_stop(wf, nid):
+            done.add(nid)
+        for s in succ:
+            if s in preds:
+                preds[s].add(nid)
+    queue = deque(done)
+    while queue:
+        node = queue.popleft()
+        for p in preds[node]:
+            if p not in done:
+                done.add(p)
+                queue.append(p)
+    return done
+
+
+def _check_fan_ins(wf: Workflow) -> list[str]:
+    problems = []
+    for fan in wf.fan_ins:
+        if fan.target not in wf.nodes:
+            continue
+        live = reachable(wf, wf.entry, avoid=[fan.target]) if wf.entry != fan.target else set()
+        for s in fan.sources:
+            if s in wf.nodes and s not in live:
+                problems.append(
+                    f"fan-in into {fan.target!r}: source {s!r} can never complete "
+                    "(it is not reachable from the entry without the join itself)")
+    return problems

@@ -1,0 +1,208 @@
+"""NodeContext: what a running node can do besides returning an update."""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from ..errors import DuplicateStepError, SerializationError
+from ..model._clock import utcnow
+from ..model._messages import Message
+from ..model._serde import decode, encode
+from ..store._protocols import RequestRow, StepRow
+
+if TYPE_CHECKING:
+    import structlog
+
+    from ._loop import RunContext
+
+__all__ = ["Interrupt", "NodeContext"]
+
+T = TypeVar("T")
+
+
+class Interrupt(BaseException):
+    """Raised inside a node to pause it; user code must not swallow it.
+
+    A ``BaseException`` so ``except Exception`` in a node does not catch it.
+    """
+
+    def __init__(self, requests: list[RequestRow], *, reopen: dict[str, str] | None = None) -> None:
+        super().__init__("waiting for input")
+        self.requests = requests
+        self.reopen = reopen or {}
+
+
+@dataclass
+class TaskIO:
+    """Per-task durable records: recorded answers and step results."""
+
+    run: RunContext
+    checkpoint_id: str
+    thread: str
+    request_prefix: str
+    answered: dict[int, RequestRow] = field(default_factory=dict)
+    steps: dict[str, bytes] = field(default_factory=dict)
+
+    async def run_input(self) -> dict[str, Any]:
+        """Plain values of this thread's oldest checkpoint, read once per run execution."""
+        cache = _RUN_INPUTS.setdefault(self.run, {})
+        if self.thread not in cache:
+            from ._state import decode_raw
+
+            store, run_id = self.run.store, self.run.run_id
+            metas = await store.list_checkpoints(run_id, thread=self.thread)
+            values: dict[str, Any] = {}
+            if metas:
+                first = min(metas, key=lambda m: (m.seq, m.id))
+                values, _ = decode_raw(await store.load_checkpoint(run_id, first.id))
+            cache[self.thread] = values
+        return cache[self.thread]
+
+
+# Keyed weakly by the run execution, so the cache lives exactly as long as the run.
+_RUN_INPUTS: weakref.WeakKeyDictionary[RunContext, dict[str, dict[str, Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+class NodeContext:
+    """Passed to a node as its second argument.
+
+    ``run_id``, ``node`` (qualified path such as ``review.legal.approve``),
+    ``superstep``, ``history`` (this node's own messages) and ``log`` (a
+    structlog logger bound to run, node and superstep).
+    """
+
+    def __init__(
+        self,
+        *,
+        io: TaskIO,
+        node: str,
+        superstep: int,
+        history: list[Message],
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self._io = io
+        self.run_id = io.run.run_id
+        self.node = node
+        self.superstep = superstep
+        self._history = history
+        self.remembered: list[Message] = []
+        self.log = log
+        self._request_index = 0
+        self._step_names: set[str] = set()
+
+    async def run_input(self) -> dict[str, Any]:
+        """The plain values this run started with (its input checkpoint), read once per run.
+
+        Inside a sub-workflow these are the sub-workflow's input values.
+        """
+        return await self._io.run_input()
+
+    @property
+    def history(self) -> list[Message]:
+        """The node's own messages so far (including ``remember``-ed ones)."""
+        return [*self._history, *self.remembered]
+
+    def remember(self, *messages: Message) -> None:
+        """Append messages to this node's own history only."""
+        for m in messages:
+            self.remembered.append(m if isinstance(m, Message) else Message.model_validate(m))
+
+    @overload
+    async def request(self, payload: Any, response_type: type[T]) -> T: ...
+
+    @overload
+    async def request(self, payload: Any) -> Any: ...
+
+    async def request(self, payload: Any, response_type: Any = Any) -> Any:
+        """Ask a person; returns the answer, coerced into ``response_type``.
+
+        The first time, the node stops here and the run waits. When the run is
+        resumed with an answer the node runs again from the top, and each
+        ``request`` call returns its recorded answer in order.
+        """
+        index = self._request_index
+        self._request_index += 1
+        adapter: TypeAdapter[Any] = TypeAdapter(response_type)
+        row = self._io.answered.get(index)
+        if row is not None and row.answer is not None:
+            try:
+                return adapter.validate_python(decode(row.answer))
+            except ValidationError as exc:
+                # the answer fit the request's JSON Schema but not the node's own type
+                # (a custom validator): ask again rather than failing the node for good
+                reason = "; ".join(
+                    ".".join(str(p) for p in e["loc"]) + f": {e['msg']}" if e["loc"] else e["msg"]
+                    for e in exc.errors())
+                raise Interrupt([], reopen={row.id: reason}) from None
+        if row is None:
+            row = self._new_request(index, payload, adapter)
+        raise Interrupt([row])
+
+    def _new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
+        try:
+            data = encode(payload)
+        except TypeError as exc:
+            raise SerializationError(self.node, "request payload", str(exc)) from None
+        schema = orjson.dumps(adapter.json_schema())
+        rid = f"{self._io.request_prefix}{self.node.rsplit('.', 1)[-1]}@{self.superstep}#{index}"
+        return RequestRow(
+            id=rid, run_id=self.run_id, workflow_name=self._io.run.workflow_name,
+            thread=self._io.thread, checkpoint_id=self._io.checkpoint_id, node=self.node,
+            index=index, payload=data, response_schema=schema, created_at=utcnow())
+
+    async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
+                   **kwargs: Any) -> T:
+        """Run a durable side effect once; later runs of this task get the recorded result.
+
+        ``fn`` may be sync or async; its result must be storable. If ``fn``
+        has a return annotation, the recorded result is validated into it.
+        """
+        if name in self._step_names:
+            raise DuplicateStepError(self.node, name)
+        self._step_names.add(name)
+        adapter = _return_adapter(fn)
+        recorded = self._io.steps.get(name)
+        if recorded is None:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            try:
+                recorded = encode(result)
+            except TypeError as exc:
+                raise SerializationError(self.node, f"step {name!r}", str(exc)) from None
+            await self._io.run.put_step(StepRow(
+                run_id=self.run_id, checkpoint_id=self._io.checkpoint_id, node=self.node,
+                name=name, data=recorded, created_at=utcnow()))
+            self._io.steps[name] = recorded
+        value = decode(recorded)
+        if adapter is None:
+            return cast(T, value)
+        try:
+            return cast(T, adapter.validate_python(value))
+        except ValidationError:
+            return cast(T, value)
+
+
+def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        return None
+    ret = hints.get("return")
+    if ret is None or ret is type(None):
+        return None
+    origin = getattr(ret, "__origin__", None)
+    if origin is not None and getattr(origin, "__name__", "") in ("Awaitable", "Coroutine"):
+        ret = ret.__args__[-1]
+    try:
+        return TypeAdapter(ret)
+    except Exception:
+        return None

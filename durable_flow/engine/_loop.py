@@ -1,0 +1,456 @@
+"""The superstep engine: runs one thread of checkpoints until it stops.
+
+One superstep: the due tasks run concurrently on one frozen snapshot; a task
+that finishes while siblings still run has its write saved at once; when all
+are done their updates merge through the reducers in node-id order; routing
+picks the next tasks; one ``Commit`` writes the new checkpoint (changed value
+channels, appended log items, node histories, next tasks, join buffers) and
+moves the head. A task that pauses for input or fails stops the merge: the
+finished siblings' writes and the new requests are committed instead, and the
+thread is ``waiting`` or ``failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from ..errors import ConflictingUpdateError, LeaseLostError, SubworkflowError, SuperstepLimitError
+from ..model._clock import utcnow
+from ..model._graph import NodeSpec, Workflow
+from ..model._ids import new_checkpoint_id
+from ..model._messages import Message
+from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
+from ..model._routing import Completed, Routed, route
+from ..store._protocols import (
+    CheckpointMeta,
+    CheckpointStore,
+    CheckpointWrite,
+    Commit,
+    Lease,
+    RequestRow,
+    RunUpdate,
+    StatusMark,
+    StepRow,
+    TaskWrite,
+)
+from ._context import Interrupt, TaskIO
+from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
+from ._task import TaskResult, call_node, failed, interrupted, make_context, normalize
+
+__all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
+
+_log = structlog.get_logger("durable_flow")
+
+
+class RunContext:
+    """What every thread of one run execution shares: store, lease, event sink."""
+
+    def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
+                 emit: Callable[[Event], None] | None) -> None:
+        self.store = store
+        self.lease = lease
+        self.run_id = lease.run_id
+        self.workflow_name = workflow_name
+        self._emit = emit
+
+    def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
+             **data: Any) -> None:
+        """Send an event to the stream, if one listens."""
+        if self._emit is None:
+            return  # run()/resume(): nobody reads events, so none are built
+        self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
+                         superstep=superstep, node=node, ts=utcnow(), data=data))
+
+    async def put_step(self, row: StepRow) -> None:
+        """Record a ``ctx.step`` result under the run's lease."""
+        await self.store.put_step(self.lease, row)
+
+    async def commit(self, **parts: Any) -> None:
+        """Commit under the run's lease."""
+        await self.store.commit(Commit(lease=self.lease, **parts))
+
+
+@dataclass
+class ThreadOutcome:
+    """Where a thread stopped."""
+
+    status: RunStatus
+    state: ThreadState
+    error: ErrorInfo | None = None
+    exception: BaseException | None = None
+    requests: list[RequestRow] = field(default_factory=list)
+
+
+class ThreadRunner:
+    """Runs the supersteps of one thread (the top level or a sub-workflow)."""
+
+    def __init__(self, rc: RunContext, workflow: Workflow, *, thread: str = "",
+                 namespace: str = "", request_prefix: str = "",
+                 max_supersteps: int | None = None) -> None:
+        self.rc = rc
+        self.wf = workflow
+        self.schema = workflow.schema
+        self.thread = thread
+        self.namespace = namespace
+        self.prefix = request_prefix
+        self.top = thread == ""
+        self.max_supersteps = max_supersteps or workflow.max_supersteps
+        self._takes_ctx = {nid: spec.takes_ctx for nid, spec in workflow.nodes.items()}
+
+    def qualify(self, node: str) -> str:
+        """The node's path from the top-level workflow."""
+        return f"{self.namespace}.{node}" if self.namespace else node
+
+    # checkpoints ------------------------------------------------------------
+    def first_checkpoint(
+        self, values: dict[str, Any], routed: Routed, *, source: CheckpointSource = "input",
+        superstep: int = 0, histories: dict[str, list[Message]] | None = None,
+    ) -> tuple[CheckpointWrite, ThreadState]:
+        """A complete checkpoint (every channel written) starting this thread."""
+        histories = histories or {}
+        vals: dict[str, bytes] = {}
+        appends: dict[str, bytes] = {}
+        lengths: dict[str, int] = {}
+        for name, value in values.items():
+            spec = self.schema.fields.get(name)
+            data = encode_field("<input>", name, value)
+            if spec is not None and spec.is_log:
+                appends[name], lengths[name] = data, len(value)
+            else:
+                vals[name] = data
+        for node, msgs in histories.items():
+            appends[history_channel(node)] = encode_field(node, "history", msgs)
+            lengths[history_channel(node)] = len(msgs)
+        status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
+        meta = CheckpointMeta(
+            id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
+            namespace=self.namespace, parent_id=None, seq=0, superstep=superstep,
+            created_at=utcnow(), status=status, source=source, routing_reason=routed.reason,
+            next_tasks=routed.next_tasks, joins=routed.joins,
+            value_versions=dict.fromkeys(vals, 0), log_lengths=lengths,
+            size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+        state = ThreadState(meta=meta, values=dict(values), histories=dict(histories),
+                            value_bytes=vals)
+        return CheckpointWrite(meta=meta, values=vals, appends=appends), state
+
+    async def load(self, checkpoint_id: str) -> ThreadState:
+        """Load one of this run's checkpoints as a typed state."""
+        loaded = await self.rc.store.load_checkpoint(self.rc.run_id, checkpoint_id)
+        return decode_checkpoint(loaded, self.schema)
+
+    # the loop ---------------------------------------------------------------
+    async def run(self, state: ThreadState) -> ThreadOutcome:
+        """Run supersteps from ``state`` until the thread completes, waits or fails."""
+        resumed = True
+        while True:
+            if not state.meta.next_tasks:
+                return ThreadOutcome(RunStatus.COMPLETED, state)
+            if state.meta.superstep >= self.max_supersteps:
+                return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
+            step = await self._superstep(state, resumed)
+            resumed = False
+            if isinstance(step, ThreadOutcome):
+                return step
+            state = step
+
+    async def _superstep(self, st: ThreadState, resumed: bool) -> ThreadState | ThreadOutcome:
+        base = st.meta
+        step = base.superstep + 1
+        self.rc.emit("superstep_started", self.namespace, step, tasks=list(base.next_tasks))
+        saved: dict[str, TaskResult] = {}
+        answered: dict[str, dict[int, RequestRow]] = {}
+        blocked: set[str] = set()
+        if resumed:
+            saved, answered, blocked = await self._recorded(base, step)
+        todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
+        snapshot = st.node_view(self.schema)
+        results, saved_now = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
+        finished = [r for r in results if r.kind == "done"]
+        unsaved = [r for r in finished if r.node not in saved_now]
+        failures = [r for r in results if r.kind == "failed"]
+        new_requests = [q for r in results if r.kind == "interrupted" for q in r.requests]
+        reopen = [rid for r in results for rid in r.reopen]
+        if failures:
+            first = min(failures, key=lambda r: r.node)
+            return await self._fail(st, first.error or RuntimeError("failed"), first.node,
+                                    unsaved, new_requests, reopen)
+        if new_requests or blocked or any(r.kind == "interrupted" for r in results):
+            return await self._wait(st, unsaved, new_requests, reopen)
+        try:
+            return await self._merge(st, step, [*saved.values(), *finished])
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # a conflict or a routing error fails the run
+            return await self._fail(st, exc, None, unsaved, [])
+
+    async def _recorded(
+        self, base: CheckpointMeta, step: int
+    ) -> tuple[dict[str, TaskResult], dict[str, dict[int, RequestRow]], set[str]]:
+        """Task writes, answers and open requests already recorded for this superstep."""
+        store, run_id = self.rc.store, self.rc.run_id
+        saved = {w.node: TaskResult.from_bytes(w.node, w.data, self.schema)
+                 for w in await store.get_task_writes(run_id, base.id)}
+        answered: dict[str, dict[int, RequestRow]] = {}
+        blocked: set[str] = set()
+        for req in await store.get_requests(run_id, checkpoint_id=base.id):
+            local = req.node.rsplit(".", 1)[-1]
+            answered.setdefault(local, {})[req.index] = req
+            if req.answer is None:
+                blocked.add(local)
+        subs = [n for n in base.next_tasks if self.wf.nodes[n].kind == "subworkflow"]
+        if subs:
+            for req in await store.get_requests(run_id, open_only=True):
+                for n in subs:
+                    if req.id.startswith(f"{self.prefix}{n}@{step}/"):
+                        blocked.add(n)
+        return saved, answered, blocked
+
+    async def _run_tasks(
+        self, todo: Sequence[str], st: ThreadState, step: int, snapshot: Any,
+        answered: dict[str, dict[int, RequestRow]], resumed: bool,
+    ) -> tuple[list[TaskResult], set[str]]:
+        """Run tasks concurrently; save each finished write while siblings still run.
+
+        Returns the results and the nodes whose writes were saved on the way.
+        """
+        saved_now: set[str] = set()
+        if not todo:
+            return [], saved_now
+        queue: list[TaskResult] = []
+        flusher: asyncio.Task[None] | None = None
+        pending = {asyncio.create_task(
+            self._run_task(n, st, step, snapshot, answered.get(n, {}), resumed)) for n in todo}
+        results: list[TaskResult] = []
+
+        async def flush() -> None:
+            while queue:
+                batch = list(queue)
+                queue.clear()
+                await self.rc.store.put_task_writes(self.rc.lease, [self._task_write(st, r)
+                                                                    for r in batch])
+                saved_now.update(r.node for r in batch)
+
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    res = fut.result()
+                    results.append(res)
+                    if res.kind == "done" and pending:
+                        queue.append(res)
+                        if flusher is None or flusher.done():
+                            flusher = asyncio.create_task(flush())
+            if flusher is not None:
+                await flusher
+        finally:
+            for fut in pending:
+                fut.cancel()
+            if flusher is not None and not flusher.done():
+                flusher.cancel()
+        return results, saved_now
+
+    def _task_write(self, st: ThreadState, r: TaskResult) -> TaskWrite:
+        return TaskWrite(run_id=self.rc.run_id, checkpoint_id=st.meta.id, node=r.node,
+                         data=r.to_bytes(), created_at=utcnow())
+
+    async def _run_task(
+        self, node: str, st: ThreadState, step: int, snapshot: Any,
+        answered: dict[int, RequestRow], resumed: bool,
+    ) -> TaskResult:
+        spec = self.wf.nodes[node]
+        qual = self.qualify(node)
+        log = _log.bind(run_id=self.rc.run_id, node=qual, superstep=step)
+        self.rc.emit("node_started", self.namespace, step, qual)
+        steps = await self.rc.store.get_steps(self.rc.run_id, st.meta.id, qual) if resumed else {}
+        io = TaskIO(run=self.rc, checkpoint_id=st.meta.id, thread=self.thread,
+                    request_prefix=self.prefix, answered=answered, steps=steps)
+        view = spec.view(snapshot) if spec.view is not None else snapshot
+        holder: list[Any] = []
+
+        async def attempt() -> Any:
+            ctx = make_context(io, qual, step, st.histories.get(node, []), log)
+            holder[:] = [ctx]
+            sub = (lambda: self._run_child(spec, view, st, step)) \
+                if spec.kind == "subworkflow" else None
+            coro = call_node(spec, self._takes_ctx[node], view, ctx, sub)
+            if spec.timeout is None:
+                return await coro
+            async with asyncio.timeout(spec.timeout):
+                return await coro
+
+        async def on_retry(attempt_no: int, exc: BaseException, delay: float) -> None:
+            log.warning("node_retrying", attempt=attempt_no, error=repr(exc), delay=delay)
+            self.rc.emit("node_retrying", self.namespace, step, qual, attempt=attempt_no,
+                         error=f"{type(exc).__name__}: {exc}", delay=delay)
+
+        try:
+            out = await (spec.retry.call(attempt, on_retry) if spec.retry else attempt())
+            result = normalize(spec, self.schema, out, holder[0])
+        except Interrupt as exc:
+            for req in exc.requests:
+                self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
+            for rid, reason in exc.reopen.items():
+                log.warning("answer_rejected", request_id=rid, reason=reason)
+                self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,
+                             rejected_answer=reason)
+            return interrupted(node, exc)
+        except LeaseLostError:
+            raise
+        except Exception as exc:
+            log.error("node_failed", error=f"{type(exc).__name__}: {exc}")
+            self.rc.emit("node_failed", self.namespace, step, qual,
+                         error=f"{type(exc).__name__}: {exc}")
+            return failed(node, exc)
+        self.rc.emit("node_completed", self.namespace, step, qual, keys=sorted(result.update))
+        return result
+
+    # sub-workflows ------------------------------------------------------------
+    async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int) -> Any:
+        sub = spec.subworkflow
+        if sub is None:
+            raise TypeError(f"node {spec.id!r} is not a sub-workflow")
+        child = ThreadRunner(
+            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
+            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+        head = await self.rc.store.thread_head(self.rc.run_id, child.thread)
+        if head is None:
+            data = {inner: getattr(view, outer, None) for inner, outer in sub.inputs.items()}
+            values = input_values(child.schema, data)
+            from ..model._routing import route_entry
+
+            write, state = child.first_checkpoint(values, route_entry(sub.workflow,
+                                                                      child.schema.build(values)))
+            await self.rc.commit(checkpoint=write)
+        else:
+            state = await child.load(head.id)
+        outcome = await child.run(state)
+        if outcome.status is RunStatus.WAITING:
+            raise Interrupt([])
+        if outcome.status is RunStatus.FAILED:
+            exc = outcome.exception
+            err = outcome.error
+            if isinstance(exc, SubworkflowError):
+                raised = SubworkflowError(exc.path, exc.error_type, exc.error_message)
+            else:
+                raised = SubworkflowError(
+                    err.node if err and err.node else child.namespace,
+                    err.type if err else "Error", err.message if err else "failed")
+            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(spec.id),
+                         path=raised.path, error_type=raised.error_type,
+                         message=raised.error_message)
+            raise raised
+        return {outer: outcome.state.values[inner] for outer, inner in sub.outputs.items()}
+
+    # outcomes -----------------------------------------------------------------
+    async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:
+        writes.sort(key=lambda r: r.node)
+        values = dict(st.values)
+        histories = dict(st.histories)
+        lww: dict[str, str] = {}
+        changed: dict[str, bytes | None] = {}
+        appended: dict[str, list[bytes]] = {}
+        for r in writes:
+            for name, value in r.update.items():
+                spec = self.schema.field(r.node, name)
+                if spec.is_lww:
+                    if name in lww:
+                        raise ConflictingUpdateError(name, [lww[name], r.node])
+                    lww[name] = r.node
+                    values[name] = value
+                    changed[name] = r.encoded[name]
+                elif spec.is_log:
+                    values[name] = [*values.get(name, []), *value]
+                    appended.setdefault(name, []).append(r.encoded[name])
+                else:
+                    values[name] = self.schema.reduce(r.node, name, values.get(name), value)
+                    changed[name] = None
+            if r.history:
+                histories[r.node] = [*histories.get(r.node, []), *r.history]
+                appended.setdefault(history_channel(r.node), []).append(
+                    r.history_bytes or b"[]")
+        snapshot = self.schema.build(values)
+        routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason) for r in writes],
+                       st.meta.joins)
+        return await self.commit_state(st, step, values, histories, changed, appended, routed,
+                                       tuple(r.node for r in writes))
+
+    async def commit_state(
+        self, st: ThreadState, step: int, values: dict[str, Any],
+        histories: dict[str, list[Message]], changed: dict[str, bytes | None],
+        appended: dict[str, list[bytes]], routed: Routed, nodes: tuple[str, ...],
+        source: CheckpointSource = "loop", *, pause: bool = False,
+    ) -> ThreadState:
+        """Write the next checkpoint of this thread and move its head.
+
+        ``pause`` (used by ``update_state``) leaves a run that still has tasks
+        ``waiting`` without a lease, and drops the open requests of the old
+        head in the same transaction.
+        """
+        base = st.meta
+        seq = base.seq + 1
+        vals: dict[str, bytes] = {}
+        value_bytes = dict(st.value_bytes)
+        for name, data in changed.items():
+            data = data if data is not None else encode_field("<merge>", name, values[name])
+            if value_bytes.get(name) != data:
+                vals[name] = value_bytes[name] = data
+        appends = {ch: _join_arrays(chunks) for ch, chunks in appended.items()}
+        lengths = dict(base.log_lengths)
+        for ch in appended:
+            node = ch.removeprefix("history:") if ch.startswith("history:") else None
+            lengths[ch] = len(histories[node]) if node is not None else len(values[ch])
+        status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
+        if pause and routed.next_tasks:
+            status = RunStatus.WAITING
+        meta = CheckpointMeta(
+            id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
+            namespace=self.namespace, parent_id=base.id, seq=seq, superstep=step,
+            created_at=utcnow(), status=status, source=source, nodes=nodes,
+            routing_reason=routed.reason, next_tasks=routed.next_tasks, joins=routed.joins,
+            value_versions={**base.value_versions, **dict.fromkeys(vals, seq)},
+            log_lengths=lengths,
+            size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+        run = None
+        if self.top:
+            run = RunUpdate(status=status, head_checkpoint_id=meta.id,
+                            release=status is not RunStatus.RUNNING)
+        await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
+                             drop_open_requests=pause)
+        self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
+                     nodes=list(nodes), size=meta.size)
+        return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)
+
+    async def _wait(self, st: ThreadState, unsaved: list[TaskResult],
+                    requests: list[RequestRow], reopen: list[str]) -> ThreadOutcome:
+        run = RunUpdate(status=RunStatus.WAITING, release=True) if self.top else None
+        await self.rc.commit(
+            mark=StatusMark(st.meta.id, RunStatus.WAITING), reopen=reopen,
+            task_writes=[self._task_write(st, r) for r in unsaved], requests=requests, run=run)
+        return ThreadOutcome(RunStatus.WAITING, st, requests=requests)
+
+    async def _fail(self, st: ThreadState, exc: BaseException, node: str | None,
+                    unsaved: list[TaskResult], requests: list[RequestRow] | None = None,
+                    reopen: list[str] | None = None) -> ThreadOutcome:
+        qual = self.qualify(node) if node else (self.namespace or None)
+        if isinstance(exc, SubworkflowError):
+            qual = exc.path
+        err = ErrorInfo.from_exception(exc, qual)
+        run = RunUpdate(status=RunStatus.FAILED, error=err, release=True) if self.top else None
+        await self.rc.commit(
+            mark=StatusMark(st.meta.id, RunStatus.FAILED, err),
+            task_writes=[self._task_write(st, r) for r in unsaved],
+            requests=requests or [], reopen=reopen or [], run=run)
+        return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
+
+
+def _join_arrays(chunks: list[bytes]) -> bytes:
+    """Concatenate JSON arrays given as bytes without decoding them."""
+    if len(chunks) == 1:
+        return chunks[0]
+    inner = [c[1:-1] for c in chunks if len(c) > 2]
+    return b"[" + b",".join(inner) + b"]"

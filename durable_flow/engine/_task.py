@@ -1,0 +1,128 @@
+"""Running one task of a superstep: retries, timeouts, and its outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from ..errors import InvalidGotoError, StateUpdateError
+from ..model._graph import END, Command, NodeSpec
+from ..model._messages import Message
+from ..model._serde import decode
+from ._context import Interrupt, NodeContext, TaskIO
+from ._state import encode_field
+
+if TYPE_CHECKING:
+    from ..model._blackboard import StateSchema
+    from ..store._protocols import RequestRow
+
+__all__ = ["TaskResult", "call_node", "normalize"]
+
+TaskKind = Literal["done", "interrupted", "failed"]
+
+
+@dataclass
+class TaskResult:
+    """How one task ended: an update, a pause for input, or an error."""
+
+    node: str
+    kind: TaskKind
+    update: dict[str, Any] = field(default_factory=dict)
+    encoded: dict[str, bytes] = field(default_factory=dict)
+    history: list[Message] = field(default_factory=list)
+    history_bytes: bytes | None = None
+    goto: tuple[str, ...] | None = None
+    reason: str | None = None
+    requests: list[RequestRow] = field(default_factory=list)
+    reopen: dict[str, str] = field(default_factory=dict)
+    error: BaseException | None = None
+
+    def to_bytes(self) -> bytes:
+        """The task write saved when the task finishes before its siblings."""
+        parts = [orjson.dumps(k) + b":" + v for k, v in sorted(self.encoded.items())]
+        head = b'{"update":{' + b",".join(parts) + b"}"
+        extra = orjson.dumps({"goto": self.goto, "reason": self.reason})[1:-1]
+        hist = b',"history":' + (self.history_bytes or b"[]")
+        return head + b"," + extra + hist + b"}"
+
+    @classmethod
+    def from_bytes(cls, node: str, data: bytes, schema: StateSchema) -> TaskResult:
+        """Rebuild a saved task write, validating it against the schema again."""
+        raw = decode(data)
+        update = {f: schema.validate_update(node, f, v) for f, v in raw["update"].items()}
+        history = [Message.model_validate(m) for m in raw.get("history") or []]
+        goto = tuple(raw["goto"]) if raw.get("goto") is not None else None
+        result = cls(node=node, kind="done", update=update, history=history, goto=goto,
+                     reason=raw.get("reason"))
+        result.encoded = {f: encode_field(node, f, v) for f, v in update.items()}
+        result.history_bytes = encode_field(node, "history", history) if history else None
+        return result
+
+
+async def call_node(
+    spec: NodeSpec, takes_ctx: bool, state: Any, ctx: NodeContext,
+    subworkflow: Callable[[], Any] | None = None,
+) -> Any:
+    """Call the node's function (sync functions run in a worker thread)."""
+    if subworkflow is not None:
+        return await subworkflow()
+    fn = spec.fn
+    if fn is None:
+        raise TypeError(f"node {spec.id!r} has nothing to run")
+    args = (state, ctx) if takes_ctx else (state,)
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def normalize(
+    spec: NodeSpec, schema: StateSchema, out: Any, ctx: NodeContext
+) -> TaskResult:
+    """Validate and encode what a node returned; errors name node and field."""
+    goto: tuple[str, ...] | None = None
+    reason: str | None = None
+    if out is None:
+        update: Mapping[str, Any] = {}
+    elif isinstance(out, Command):
+        update, goto, reason = out.update or {}, out.targets(), out.reason
+    elif isinstance(out, Mapping):
+        update = out
+    else:
+        raise StateUpdateError(ctx.node, "<return value>",
+                               f"a node returns a dict, a Command or None, not {type(out).__name__}")
+    for target in goto or ():
+        if target != END and target not in spec.goto:
+            raise InvalidGotoError(ctx.node, target, spec.goto)
+    validated = {str(f): schema.validate_update(ctx.node, str(f), v) for f, v in update.items()}
+    encoded = {f: encode_field(ctx.node, f, v) for f, v in validated.items()}
+    history = list(ctx.remembered)
+    if "messages" in validated:
+        history.extend(validated["messages"])
+    hist_bytes = encode_field(ctx.node, "history", history) if history else None
+    return TaskResult(node=spec.id, kind="done", update=validated, encoded=encoded,
+                      history=history, history_bytes=hist_bytes, goto=goto, reason=reason)
+
+
+def interrupted(node: str, exc: Interrupt) -> TaskResult:
+    """A task that paused for input."""
+    return TaskResult(node=node, kind="interrupted", requests=list(exc.requests),
+                      reopen=dict(exc.reopen))
+
+
+def failed(node: str, exc: BaseException) -> TaskResult:
+    """A task that raised."""
+    return TaskResult(node=node, kind="failed", error=exc)
+
+
+def make_context(io: TaskIO, node: str, superstep: int, history: list[Message],
+                 log: Any) -> NodeContext:
+    """A fresh context for one attempt."""
+    return NodeContext(io=io, node=node, superstep=superstep, history=history, log=log)

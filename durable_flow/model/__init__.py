@@ -1,0 +1,1 @@
+"""The graph model: blackboard, reducers, messages, graph, conditions, routing, records. No I/O."""

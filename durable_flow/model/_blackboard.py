@@ -1,0 +1,166 @@
+"""The blackboard: a typed, read-only state shared by the nodes of a workflow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from ..errors import StateUpdateError
+from ._messages import Message
+from ._reducers import Reducer, append, last_write_wins
+
+__all__ = ["Blackboard", "FieldSpec", "StateSchema", "schema_for"]
+
+
+class Blackboard(BaseModel):
+    """Base class of workflow state. Subclass it and declare fields.
+
+    A field's reducer (``Annotated[int, add]``) says how writes merge; plain
+    fields are last-write-wins. Instances are frozen: a node changes the
+    blackboard only through the update it returns.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
+
+    messages: Annotated[list[Message], append] = []
+
+
+class FreeBlackboard(Blackboard):
+    """A schema-less blackboard: any key, last-write-wins."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One field of a schema: its reducer and validators."""
+
+    name: str
+    reducer: Reducer
+    adapter: TypeAdapter[Any]
+    item_adapter: TypeAdapter[Any] | None
+    flat: bool = False
+    """A list/dict/set whose items are immutable: a shallow copy isolates it."""
+
+    @property
+    def is_log(self) -> bool:
+        """True for ``append`` fields, which are stored as deltas."""
+        return self.reducer is append
+
+    @property
+    def is_lww(self) -> bool:
+        """True for last-write-wins fields."""
+        return self.reducer is last_write_wins
+
+
+_ANY = TypeAdapter(Any)
+
+
+@dataclass(frozen=True, slots=True)
+class StateSchema:
+    """The reducer and validation view of a ``Blackboard`` subclass."""
+
+    cls: type[Blackboard]
+    fields: dict[str, FieldSpec]
+    free_form: bool
+
+    def field(self, node: str, name: str) -> FieldSpec:
+        """The spec of ``name``; unknown fields are an error naming the node."""
+        spec = self.fields.get(name)
+        if spec is not None:
+            return spec
+        if self.free_form and name.isidentifier() and not name.startswith("_"):
+            return FieldSpec(name, last_write_wins, _ANY, None)
+        known = ", ".join(sorted(self.fields))
+        raise StateUpdateError(node, name, f"no such field on {self.cls.__name__} (fields: {known})")
+
+    def validate_update(self, node: str, name: str, value: Any) -> Any:
+        """Validate one written value against the field's type."""
+        spec = self.field(node, name)
+        try:
+            if spec.item_adapter is not None:
+                items = value if isinstance(value, list | tuple) else [value]
+                return [spec.item_adapter.validate_python(v) for v in items]
+            if spec.is_lww or spec.reducer.__module__ == "durable_flow.model._reducers":
+                return spec.adapter.validate_python(value)
+            return value
+        except ValidationError as exc:
+            raise StateUpdateError(node, name, _first_error(exc)) from None
+
+    def reduce(self, node: str, name: str, current: Any, update: Any) -> Any:
+        """Apply the field's reducer; custom reducers' results are validated."""
+        spec = self.field(node, name)
+        new = spec.reducer(current, update)
+        if spec.is_log or spec.reducer.__module__ == "durable_flow.model._reducers":
+            return new
+        try:
+            return spec.adapter.validate_python(new)
+        except ValidationError as exc:
+            raise StateUpdateError(node, name, "reducer result: " + _first_error(exc)) from None
+
+    def default_values(self) -> dict[str, Any]:
+        """Every declared field at its default."""
+        return {name: _default(self.cls, name) for name in self.fields}
+
+    def build(self, values: dict[str, Any]) -> Blackboard:
+        """A frozen instance from already validated values (no re-validation)."""
+        return self.cls.model_construct(**values)
+
+
+def _default(cls: type[Blackboard], name: str) -> Any:
+    info = cls.model_fields[name]
+    return info.get_default(call_default_factory=True, validated_data={})
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{err['msg']}" + (f" at {loc}" if loc else "") + f" (got {err.get('input')!r:.80})"
+
+
+@cache
+def schema_for(cls: type[Blackboard]) -> StateSchema:
+    """Build (once per class) the schema view of a Blackboard subclass."""
+    if not (isinstance(cls, type) and issubclass(cls, Blackboard)):
+        raise TypeError(f"state must be a Blackboard subclass, got {cls!r}")
+    fields: dict[str, FieldSpec] = {}
+    for name, info in cls.model_fields.items():
+        reducer: Reducer = last_write_wins
+        for meta in info.metadata:
+            if callable(meta) and not isinstance(meta, type):
+                reducer = meta
+        annotation = info.annotation if info.annotation is not None else Any
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        item_adapter = TypeAdapter(_item_type(annotation)) if reducer is append else None
+        fields[name] = FieldSpec(name, reducer, adapter, item_adapter, _flat(annotation))
+    free = cls.model_config.get("extra") == "allow"
+    return StateSchema(cls=cls, fields=fields, free_form=free)
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+
+
+def _immutable(tp: Any) -> bool:
+    if tp in _IMMUTABLE:
+        return True
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return bool(tp.model_config.get("frozen"))
+    return get_origin(tp) is Literal
+
+
+def _flat(annotation: Any) -> bool:
+    """True for ``list[T]``/``set[T]``/``dict[K, T]`` with immutable ``T``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (list, set, frozenset) and len(args) == 1:
+        return _immutable(args[0])
+    if origin is dict and len(args) == 2:
+        return _immutable(args[1])
+    return False
+
+
+def _item_type(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", None)
+    return args[0] if args else Any

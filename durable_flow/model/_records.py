@@ -1,0 +1,189 @@
+"""Public records: run status, results, snapshots, checkpoint info, events.
+
+Field names here are part of the public contract.
+"""
+
+from __future__ import annotations
+
+import traceback as _tb
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import RunFailedError
+
+if TYPE_CHECKING:
+    from ._blackboard import Blackboard
+    from ._messages import Message
+
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointRef",
+    "CheckpointSource",
+    "ErrorInfo",
+    "Event",
+    "EventKind",
+    "PendingRequest",
+    "RunInfo",
+    "RunResult",
+    "RunStatus",
+    "Snapshot",
+]
+
+
+class RunStatus(str, Enum):
+    """Where a run stands. A crashed run stays ``running`` until resumed."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        """True for statuses a run never leaves (completed, cancelled)."""
+        return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
+
+
+CheckpointSource = Literal["input", "loop", "update", "fork"]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """What went wrong in a failed run."""
+
+    type: str
+    message: str
+    node: str | None = None
+    traceback: str | None = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, node: str | None = None) -> ErrorInfo:
+        """Describe ``exc`` (raised in ``node``, if any)."""
+        tb = "".join(_tb.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(type=type(exc).__name__, message=str(exc), node=node, traceback=tb)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for storage and JSON output."""
+        return {"type": self.type, "message": self.message, "node": self.node,
+                "traceback": self.traceback}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorInfo:
+        """Inverse of :meth:`to_dict`."""
+        return cls(type=str(data["type"]), message=str(data["message"]),
+                   node=data.get("node"), traceback=data.get("traceback"))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    """A question a node asked a person; answered through ``Runtime.resume``."""
+
+    id: str
+    run_id: str
+    node: str
+    payload: Any
+    response_schema: dict[str, Any]
+    created_at: datetime
+    workflow_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRef:
+    """Points at one checkpoint of one run."""
+
+    run_id: str
+    checkpoint_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """Metadata of one checkpoint (no blackboard decoding needed)."""
+
+    id: str
+    run_id: str
+    namespace: str
+    parent_id: str | None
+    superstep: int
+    created_at: datetime
+    status: RunStatus
+    source: CheckpointSource
+    nodes: tuple[str, ...]
+    routing_reason: str | None
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run as listed by ``Runtime.list_runs``."""
+
+    run_id: str
+    workflow_name: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    head_checkpoint_id: str | None
+    error: ErrorInfo | None = None
+    forked_from: CheckpointRef | None = None
+    workflow_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The readable state of a run at one checkpoint."""
+
+    run_id: str
+    checkpoint_id: str
+    superstep: int
+    status: RunStatus
+    values: dict[str, Any]
+    error: ErrorInfo | None
+    node_histories: dict[str, list[Message]]
+    next_tasks: tuple[str, ...]
+    pending_requests: tuple[PendingRequest, ...]
+    subworkflows: dict[str, Snapshot] = field(default_factory=dict)
+    namespace: str = ""
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What ``run``/``resume``/``fork`` return: the run's state when it stopped."""
+
+    run_id: str
+    status: RunStatus
+    state: Blackboard
+    pending_requests: tuple[PendingRequest, ...]
+    checkpoint_id: str
+    error: ErrorInfo | None = None
+
+    def raise_for_status(self) -> RunResult:
+        """Raise :class:`RunFailedError` if the run failed; otherwise return self."""
+        if self.status is RunStatus.FAILED:
+            err = self.error or ErrorInfo(type="Error", message="unknown failure")
+            raise RunFailedError(self.run_id, err.type, err.message, err.node)
+        return self
+
+
+EventKind = Literal[
+    "run_started", "superstep_started", "node_started", "node_completed",
+    "node_retrying", "node_failed", "request_issued", "request_answered",
+    "checkpoint_saved", "subworkflow_failed", "run_waiting", "run_completed",
+    "run_failed", "run_cancelled",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened during a run, as yielded by ``Runtime.stream``."""
+
+    kind: EventKind
+    run_id: str
+    namespace: str
+    superstep: int
+    node: str | None
+    ts: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+    result: RunResult | None = None

@@ -1,0 +1,1 @@
+"""The runtime: the ``Runtime`` facade, inspection, answers, logging."""

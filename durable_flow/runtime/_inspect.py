@@ -1,0 +1,117 @@
+"""Read-only views of runs: snapshots, history, run listings, the inbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..engine._state import decode_raw
+from ..errors import CheckpointNotFoundError, InvalidInputError, RunNotFoundError
+from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._serde import decode
+from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
+
+__all__ = ["Inspector", "to_pending"]
+
+
+def to_pending(row: RequestRow, schemas: dict[bytes, Any] | None = None) -> PendingRequest:
+    """The public view of a request row.
+
+    ``schemas`` caches decoded response schemas across a listing: an inbox of
+    thousands of requests usually holds a handful of distinct schemas.
+    """
+    if schemas is None:
+        schema = orjson.loads(row.response_schema)
+    elif (schema := schemas.get(row.response_schema)) is None:
+        schema = schemas[row.response_schema] = orjson.loads(row.response_schema)
+    return PendingRequest(
+        id=row.id, run_id=row.run_id, node=row.node, payload=decode(row.payload),
+        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name)
+
+
+def to_info(meta: CheckpointMeta) -> CheckpointInfo:
+    """The public view of checkpoint metadata."""
+    return CheckpointInfo(
+        id=meta.id, run_id=meta.run_id, namespace=meta.namespace, parent_id=meta.parent_id,
+        superstep=meta.superstep, created_at=meta.created_at, status=meta.status,
+        source=meta.source, nodes=meta.nodes, routing_reason=meta.routing_reason,
+        size=meta.size)
+
+
+class Inspector:
+    """Builds snapshots and listings from a store; needs no workflow code."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+
+    async def record(self, run_id: str) -> RunRecord:
+        """The run row or ``RunNotFoundError``."""
+        record = await self.store.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(run_id)
+        return record
+
+    @staticmethod
+    def info(record: RunRecord) -> RunInfo:
+        """The public view of a run row."""
+        return RunInfo(
+            run_id=record.run_id, workflow_name=record.workflow_name, status=record.status,
+            created_at=record.created_at, updated_at=record.updated_at,
+            head_checkpoint_id=record.head_checkpoint_id, error=record.error,
+            forked_from=record.forked_from, workflow_ref=record.workflow_ref)
+
+    async def runs(self, status: RunStatus | str | None, workflow: str | None) -> list[RunInfo]:
+        """Runs, newest first."""
+        try:
+            st = RunStatus(status) if status is not None else None
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise InvalidInputError(f"unknown run status {status!r} (one of: {known})") from None
+        return [self.info(r) for r in await self.store.list_runs(status=st, workflow_name=workflow)]
+
+    async def history(self, run_id: str, namespace: str) -> list[CheckpointInfo]:
+        """Checkpoint infos of one namespace, newest first."""
+        await self.record(run_id)
+        return [to_info(m) for m in await self.store.list_checkpoints(run_id, namespace=namespace)]
+
+    async def snapshot(self, run_id: str, checkpoint_id: str | None, namespace: str) -> Snapshot:
+        """The state at a checkpoint, nested sub-workflows included."""
+        record = await self.record(run_id)
+        meta = await self._locate(record, checkpoint_id, namespace)
+        return await self._snapshot(record, meta)
+
+    async def _locate(self, record: RunRecord, checkpoint_id: str | None,
+                      namespace: str) -> CheckpointMeta:
+        meta: CheckpointMeta | None
+        if checkpoint_id is not None:
+            meta = await self.store.get_checkpoint(record.run_id, checkpoint_id)
+        elif namespace == "":
+            meta = await self.store.get_checkpoint(record.run_id, record.head_checkpoint_id or "")
+        else:
+            metas = await self.store.list_checkpoints(record.run_id, namespace=namespace)
+            meta = metas[0] if metas else None
+        if meta is None:
+            raise CheckpointNotFoundError(record.run_id, checkpoint_id or f"<head of {namespace!r}>")
+        return meta
+
+    async def _snapshot(self, record: RunRecord, meta: CheckpointMeta) -> Snapshot:
+        loaded = await self.store.load_checkpoint(record.run_id, meta.id)
+        values, histories = decode_raw(loaded)
+        is_head = meta.thread == "" and meta.id == record.head_checkpoint_id
+        subs: dict[str, Snapshot] = {}
+        for node in meta.next_tasks:
+            head = await self.store.thread_head(record.run_id, f"{meta.id}/{node}")
+            if head is not None and head.status is not RunStatus.COMPLETED:
+                subs[node] = await self._snapshot(record, head)
+        own = await self.store.get_requests(record.run_id, open_only=True, checkpoint_id=meta.id)
+        pending = [to_pending(r) for r in own]
+        for sub in subs.values():
+            pending.extend(sub.pending_requests)
+        return Snapshot(
+            run_id=record.run_id, checkpoint_id=meta.id, superstep=meta.superstep,
+            status=record.status if is_head else meta.status, values=values,
+            error=(record.error if is_head else None) or meta.error,
+            node_histories=histories, next_tasks=meta.next_tasks,
+            pending_requests=tuple(pending), subworkflows=subs, namespace=meta.namespace,
+            created_at=meta.created_at)

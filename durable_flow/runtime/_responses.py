@@ -1,0 +1,77 @@
+"""Checking answers to pending requests before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from uuid import UUID
+
+import jsonschema
+import orjson
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from ..errors import InvalidResponseError, UnknownRequestError
+from ..model._serde import encode
+from ..store._protocols import CheckpointStore, RunRecord
+
+__all__ = ["check_responses"]
+
+
+async def check_responses(
+    store: CheckpointStore, record: RunRecord, responses: Mapping[str, Any]
+) -> tuple[dict[str, bytes], list[str]]:
+    """Validate answers; return (new answers as bytes, ids that were already answered).
+
+    Raises ``UnknownRequestError`` for an id that is not pending (unless the
+    identical answer was recorded before) and ``InvalidResponseError`` for an
+    answer that does not fit the request's schema. Nothing is written.
+    """
+    if not responses:
+        return {}, []
+    rows = {r.id: r for r in await store.get_requests(record.run_id)}
+    answers: dict[str, bytes] = {}
+    repeated: list[str] = []
+    for rid, answer in responses.items():
+        row = rows.get(rid)
+        if row is None:
+            raise UnknownRequestError(record.run_id, rid)
+        data, plain = _plain(rid, answer)
+        if row.answer is not None:
+            if orjson.loads(row.answer) == plain:
+                repeated.append(rid)
+                continue
+            raise UnknownRequestError(record.run_id, rid)
+        schema = orjson.loads(row.response_schema)
+        try:
+            jsonschema.validate(to_jsonable_python(answer), schema, format_checker=_FORMATS)
+        except jsonschema.ValidationError as exc:
+            raise InvalidResponseError(rid, exc.message, schema) from None
+        answers[rid] = data
+    return answers, repeated
+
+
+def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:
+    def check(value: object) -> bool:
+        if isinstance(value, str):
+            adapter.validate_python(value)
+        return True
+
+    return check
+
+
+# String formats are checked the way the node's pydantic type will parse them,
+# so an answer that passes here does not fail later inside ``ctx.request``.
+_FORMATS = jsonschema.FormatChecker()
+for _name, _type in (("date-time", datetime), ("date", date), ("time", time),
+                     ("duration", timedelta), ("uuid", UUID)):
+    _FORMATS.checks(_name, raises=ValidationError)(_format_check(TypeAdapter(_type)))
+
+
+def _plain(rid: str, answer: Any) -> tuple[bytes, Any]:
+    try:
+        data = encode(answer)
+    except TypeError as exc:
+        raise InvalidResponseError(rid, f"cannot be stored: {exc}") from None
+    return data, orjson.loads(data)

@@ -1,0 +1,1 @@
+"""Checkpoint stores: the small protocols, the shared SQL base, SQLite, memory."""

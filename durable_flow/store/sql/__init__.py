@@ -1,0 +1,1 @@
+"""The SQL base shared by every SQL store: tables, statements, transaction functions, migrations."""
