@@ -25,8 +25,9 @@ well as a readable message::
     │   ├── SerializationError         a value cannot be stored
     │   ├── CheckpointCorruptedError   a stored row cannot be read back
     │   ├── SchemaVersionError         the database is newer than this code
+    │   ├── RunExistsError             a new run's id is already taken
     │   ├── RunLockedError             another runtime holds the run's lease
-    │   └── LeaseLostError             our lease expired and was taken over
+    │   └── LeaseLostError             our lease or the head we extend moved
     └── ModelError                     a chat model call failed or replied badly
 
 Control flow that user code must not swallow (a node pausing for a person)
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidResponseError",
     "LeaseLostError",
     "ModelError",
+    "RunExistsError",
     "RunFailedError",
     "RunLockedError",
     "RunNotFoundError",
@@ -280,6 +282,14 @@ class SchemaVersionError(StoreError):
         )
 
 
+class RunExistsError(StoreError):
+    """A run with this id already exists; nothing was written."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} already exists")
+
+
 class RunLockedError(StoreError):
     """Another runtime holds a live lease on the run."""
 
@@ -293,14 +303,16 @@ class RunLockedError(StoreError):
 
 
 class LeaseLostError(StoreError):
-    """Our lease on the run expired and another runtime took it; nothing was written."""
+    """Our lease moved on (taken over, or the run cancelled), or the head we extend moved.
 
-    def __init__(self, run_id: str, epoch: int) -> None:
+    Nothing was written. ``reason`` says which.
+    """
+
+    def __init__(self, run_id: str, epoch: int, reason: str | None = None) -> None:
         self.run_id = run_id
         self.epoch = epoch
-        super().__init__(
-            f"lost the lease on run {run_id} (epoch {epoch}); another runtime took it over"
-        )
+        self.reason = reason or "another runtime took it over"
+        super().__init__(f"lost the lease on run {run_id} (epoch {epoch}): {self.reason}")
 
 
 class ModelError(DurableFlowError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CheckpointNotFoundError
@@ -17,7 +18,7 @@ from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._loop import RunContext, ThreadRunner
 from ._state import ThreadState, decode_checkpoint, encode_field
 
-__all__ = ["apply_update", "prepare_fork", "write_update"]
+__all__ = ["UpdatePlan", "apply_update", "commit_update", "plan_update", "prepare_fork"]
 
 
 def apply_update(
@@ -82,12 +83,14 @@ async def prepare_fork(
             if sub is not None:
                 target_wf = sub.workflow
     now = utcnow()
+    done = not writes[0].meta.next_tasks
     record = RunRecord(
-        run_id=rc.run_id, workflow_name=workflow.name, status=RunStatus.RUNNING,
+        run_id=rc.run_id, workflow_name=workflow.name,
+        status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
         created_at=now, updated_at=now, head_checkpoint_id=writes[0].meta.id,
         signature=source.signature, max_supersteps=source.max_supersteps,
         forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref)
-    await store.create_run(record, writes, rc.lease)
+    await store.create_run(record, writes, None if done else rc.lease)
     top = LoadedCheckpoint(meta=writes[0].meta, values=writes[0].values,
                            logs={ch: [b] for ch, b in writes[0].appends.items()})
     return decode_checkpoint(top, workflow.schema)
@@ -131,29 +134,48 @@ def _replace(meta: CheckpointMeta, **changes: Any) -> CheckpointMeta:
     return dataclasses.replace(meta, **changes)
 
 
-async def write_update(
-    rc: RunContext, workflow: Workflow, record: RunRecord, values: Mapping[str, Any],
-    as_node: str | None,
-) -> str:
-    """Commit ``values`` as a new head of ``record``'s run (the lease is held by ``rc``).
+@dataclass(frozen=True)
+class UpdatePlan:
+    """A state update checked and merged, ready to commit as the run's new head."""
 
-    With ``as_node`` the next tasks are routed as if that node had just run;
-    without it the head's next tasks stay. Open requests of the old head are
-    dropped in the same transaction; the run is left ``waiting`` (resumable)
-    or ``completed``.
+    state: ThreadState
+    values: dict[str, Any]
+    changed: dict[str, bytes | None]
+    appended: dict[str, list[bytes]]
+    routed: Routed
+    as_node: str | None
+
+
+async def plan_update(
+    rc: RunContext, workflow: Workflow, head: str, values: Mapping[str, Any], as_node: str | None,
+) -> UpdatePlan:
+    """Load ``head`` and merge ``values`` through the reducers; writes nothing.
+
+    Raises what a bad update raises (unknown field, wrong type, a routing
+    error) before anything is claimed or written.
     """
-    runner = ThreadRunner(rc, workflow)
-    state = await runner.load(record.head_checkpoint_id or "")
+    state = await ThreadRunner(rc, workflow).load(head)
     new_values, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
     if as_node is not None:
         routed = route(workflow, workflow.schema.build(new_values), [Completed(as_node)],
                        state.meta.joins)
     else:
         routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
-    new = await runner.commit_state(
-        state, state.meta.superstep + 1, new_values, state.histories, changed, appended,
-        routed, (as_node,) if as_node else (), source="update", pause=True)
+    for name, data in changed.items():  # values a reducer produced must be storable too
+        if data is None:
+            changed[name] = encode_field(as_node or "<update>", name, new_values[name])
+    return UpdatePlan(state, new_values, changed, appended, routed, as_node)
+
+
+async def commit_update(rc: RunContext, workflow: Workflow, plan: UpdatePlan) -> str:
+    """Commit a planned update as the new head (``rc`` holds the run's lease).
+
+    Open requests of the old head are dropped in the same transaction; the
+    run is left ``waiting`` (resumable) or ``completed``.
+    """
+    state = plan.state
+    new = await ThreadRunner(rc, workflow).commit_state(
+        state, state.meta.superstep + 1, plan.values, state.histories, plan.changed,
+        plan.appended, plan.routed, (plan.as_node,) if plan.as_node else (), source="update",
+        pause=True)
     return new.meta.id
-
-
-

@@ -420,15 +420,20 @@ class ThreadRunner:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
                             release=status is not RunStatus.RUNNING)
         await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
-                             drop_open_requests=pause)
+                             drop_open_requests=pause, extends=self._extends(base))
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)
+
+    def _extends(self, base: CheckpointMeta) -> str | None:
+        """The run head a top-level commit builds on (the store refuses it if it moved)."""
+        return base.id if self.top else None
 
     async def _wait(self, st: ThreadState, unsaved: list[TaskResult],
                     requests: list[RequestRow], reopen: list[str]) -> ThreadOutcome:
         run = RunUpdate(status=RunStatus.WAITING, release=True) if self.top else None
         await self.rc.commit(
+            extends=self._extends(st.meta),
             mark=StatusMark(st.meta.id, RunStatus.WAITING), reopen=reopen,
             task_writes=[self._task_write(st, r) for r in unsaved], requests=requests, run=run)
         return ThreadOutcome(RunStatus.WAITING, st, requests=requests)
@@ -442,6 +447,7 @@ class ThreadRunner:
         err = ErrorInfo.from_exception(exc, qual)
         run = RunUpdate(status=RunStatus.FAILED, error=err, release=True) if self.top else None
         await self.rc.commit(
+            extends=self._extends(st.meta),
             mark=StatusMark(st.meta.id, RunStatus.FAILED, err),
             task_writes=[self._task_write(st, r) for r in unsaved],
             requests=requests or [], reopen=reopen or [], run=run)

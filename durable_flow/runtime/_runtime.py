@@ -1,22 +1,30 @@
-"""Runtime: the public entry point that starts, resumes, inspects and forks runs."""
+"""Runtime: the public entry point that starts, resumes, inspects and forks runs.
+
+Every execution owns its run through one store transaction before it runs
+anything: ``create_run`` for a new run or a fork, ``claim`` (status check,
+answers, lease) for ``resume``, ``update_state`` and a ``run`` that continues
+an existing id. The engine's commits then name the head they extend, so a
+second execution of the same run can neither start nor write.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import hashlib
+import math
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..engine._fork import prepare_fork, write_update
+from ..engine._fork import commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
-from ..engine._state import input_values
+from ..engine._state import ThreadState, encode_field, input_values
 from ..errors import (
     DurableFlowError,
     InvalidInputError,
-    LeaseLostError,
+    RunExistsError,
     RunLockedError,
     RunNotFoundError,
     RunNotResumableError,
@@ -35,14 +43,13 @@ from ..model._records import (
     RunStatus,
     Snapshot,
 )
-from ..model._routing import route_entry
-from ..store._protocols import CheckpointStore, Lease, RunRecord, RunUpdate
+from ..model._routing import Routed, route_entry
+from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
+from ._execution import Executor, final_event
 from ._inspect import Inspector, to_pending
 from ._responses import check_responses
 
-__all__ = ["Runtime"]
-
-EventSink = Callable[[Event], None]
+__all__ = ["Runtime", "input_digest"]
 
 
 class Runtime:
@@ -58,13 +65,14 @@ class Runtime:
         if not isinstance(store, CheckpointStore):
             raise InvalidInputError(f"Runtime needs a checkpoint store (MemoryStore, SqliteStore, ...), "
                                     f"got {type(store).__name__}")
-        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) or lease_ttl <= 0:
-            raise InvalidInputError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
+        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) \
+                or not math.isfinite(lease_ttl) or lease_ttl <= 0:
+            raise InvalidInputError(
+                f"lease_ttl must be a positive, finite number of seconds, got {lease_ttl!r}")
         self.store = store
         self.lease_ttl = float(lease_ttl)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
-        self._active: dict[str, asyncio.Task[Any]] = {}
-        self._cancelling: set[str] = set()
+        self._exec = Executor(store, self.lease_ttl)
         self._inspect = Inspector(store)
 
     async def __aenter__(self) -> Runtime:
@@ -78,7 +86,13 @@ class Runtime:
     async def run(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                   *, run_id: str | None = None, max_supersteps: int | None = None,
                   workflow_ref: str | None = None) -> RunResult:
-        """Start a run and execute it until it completes, waits or fails."""
+        """Start a run and execute it until it completes, waits or fails.
+
+        Idempotent on ``run_id``: the same id with the same input returns the
+        run's current result (running it on when it is ``running`` and its
+        lease expired; ``RunLockedError`` while another runtime holds it); the
+        same id with another input raises ``InvalidInputError``.
+        """
         return await _last(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
                                        events=False))
 
@@ -94,50 +108,79 @@ class Runtime:
                      run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
                      *, events: bool) -> AsyncIterator[Event]:
         _check_workflow(workflow)
-        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-            raise InvalidInputError(f"run_id must be a non-empty string, got {run_id!r}")
-        if max_supersteps is not None and (isinstance(max_supersteps, bool)
-                                           or not isinstance(max_supersteps, int)
-                                           or max_supersteps < 1):
-            raise InvalidInputError(f"max_supersteps must be a positive int, got {max_supersteps!r}")
+        _check_start_args(run_id, max_supersteps)
+        values, entry = _validated_input(workflow, input)
         run_id = run_id or new_run_id()
-        if await self.store.get_run(run_id) is not None:
-            raise InvalidInputError(f"run {run_id} already exists; resume it instead")
-        try:
-            values = input_values(workflow.schema, input if input is not None else {})
-        except InvalidInputError:
-            raise
-        except ValueError as exc:
-            raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
-        try:
-            entry = route_entry(workflow, workflow.schema.build(values))
-        except Exception as exc:
-            raise InvalidInputError(
-                f"routing the input to the entry failed: {type(exc).__name__}: {exc}") from exc
-        limit = max_supersteps or workflow.max_supersteps
-        now = utcnow()
-        lease = Lease(run_id, self.owner, 1, now + timedelta(seconds=self.lease_ttl))
-
-        async def start(rc: RunContext) -> ThreadOutcome:
-            runner = ThreadRunner(rc, workflow, max_supersteps=limit)
+        digest = input_digest(values)
+        record = await self.store.get_run(run_id)
+        if record is None:
+            limit = max_supersteps or workflow.max_supersteps
+            lease = self._new_lease(run_id)
+            runner = ThreadRunner(RunContext(self.store, lease, workflow.name, None), workflow)
             write, state = runner.first_checkpoint(values, entry)
-            record = RunRecord(
-                run_id=run_id, workflow_name=workflow.name, status=RunStatus.RUNNING,
-                created_at=now, updated_at=now, head_checkpoint_id=write.meta.id,
-                signature=workflow.signature, max_supersteps=limit, workflow_ref=workflow_ref)
-            await self.store.create_run(record, [write], lease)
-            rc.emit("run_started", "", 0, workflow=workflow.name, input=sorted(values))
-            if not state.meta.next_tasks:
-                await rc.commit(run=RunUpdate(RunStatus.COMPLETED, release=True))
-            return await runner.run(state)
-
-        async for event in self._execute(workflow, lease, start, events=events):
+            done = not state.meta.next_tasks
+            now = utcnow()
+            new = RunRecord(
+                run_id=run_id, workflow_name=workflow.name,
+                status=RunStatus.COMPLETED if done else RunStatus.RUNNING, created_at=now,
+                updated_at=now, head_checkpoint_id=write.meta.id, signature=workflow.signature,
+                max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest)
+            try:
+                await self.store.create_run(new, [write], None if done else lease)
+            except RunExistsError:
+                record = await self._require(run_id)  # another caller created it first
+            else:
+                async for event in self._begin(workflow, lease, state, events, limit):
+                    yield event
+                return
+        async for event in self._rejoin(workflow, record, digest, events):
             yield event
+
+    async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
+                     limit: int, **started: Any) -> AsyncIterator[Event]:
+        """Execute a run just created with ``state`` as its head (or report it finished)."""
+        data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
+        if not state.meta.next_tasks:
+            if events:
+                yield Event(kind="run_started", run_id=lease.run_id, namespace="",
+                            superstep=state.meta.superstep, node=None, ts=utcnow(), data=data)
+            yield final_event(lease.run_id, await self._exec.result(workflow, lease.run_id))
+            return
+
+        async def go(rc: RunContext) -> ThreadOutcome:
+            rc.emit("run_started", "", state.meta.superstep, **data)
+            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state)
+
+        async for event in self._exec.execute(workflow, lease, go, events=events):
+            yield event
+
+    async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
+                      events: bool) -> AsyncIterator[Event]:
+        """``run`` with the id of an existing run: its result, or its continuation."""
+        if record.workflow_name != workflow.name or record.input_digest != digest:
+            what = "workflow" if record.workflow_name != workflow.name else "input"
+            raise InvalidInputError(
+                f"run {record.run_id} already exists with another {what}; "
+                "start it with a new run_id, or resume it")
+        self._check_signature(workflow, record, False)
+        if record.status is RunStatus.RUNNING:
+            async for event in self._continue(workflow, record.run_id, None, False,
+                                              events=events):
+                yield event
+            return
+        yield final_event(record.run_id, await self._exec.result(workflow, record.run_id))
 
     async def resume(self, workflow: Workflow, run_id: str, *,
                      responses: Mapping[str, Any] | None = None,
                      allow_mismatch: bool = False) -> RunResult:
-        """Continue a run from its head: after a crash, a failure, or with answers."""
+        """Continue a run from its head: after a crash, a failure, or with answers.
+
+        The store checks the run's status, records the answers (to requests
+        still open) and takes the lease in one transaction, so of two callers
+        resuming one run at once exactly one executes; the other gets
+        ``RunLockedError``. Re-sending answers that were already recorded is a
+        no-op that returns the current result.
+        """
         return await _last(self._continue(workflow, run_id, responses, allow_mismatch,
                                           events=False))
 
@@ -160,59 +203,51 @@ class Runtime:
         _check_workflow(workflow)
         _check_mapping("responses", responses)
         record = await self._require(run_id)
-        if record.status.is_final and responses:
-            # a client retrying answers that already finished the run: a no-op
-            try:
-                answers, repeated = await check_responses(self.store, record, responses)
-            except DurableFlowError:
-                answers, repeated = {}, []
-            if not answers and len(repeated) == len(responses):
-                result = await self._result(workflow, run_id)
-                kind = "run_completed" if record.status is RunStatus.COMPLETED else "run_cancelled"
-                yield self._final_event(run_id, kind, result)
-                return
-        record = await self._resumable(workflow, run_id, allow_mismatch)
+        self._check_signature(workflow, record, allow_mismatch)
+        if record.status.is_final and not await self._only_repeats(record, responses):
+            raise RunNotResumableError(run_id, record.status.value)
         answers, _repeated = await check_responses(self.store, record, responses or {})
+        if responses and not answers and record.status in (
+                RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.CANCELLED):
+            # a client re-sending answers that were already recorded: a no-op
+            yield final_event(run_id, await self._exec.result(workflow, run_id))
+            return
         self._check_not_active(run_id)
-        lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
+        head = record.head_checkpoint_id or ""
+        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
+                                             answers=answers, expect_head=head))
 
         async def go(rc: RunContext) -> ThreadOutcome:
-            await rc.commit(answers=answers,
-                            run=RunUpdate(RunStatus.RUNNING, error=None) if answers or
-                            record.status is not RunStatus.WAITING else None)
             for rid in answers:
                 rc.emit("request_answered", "", 0, request_id=rid)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            state = await runner.load(record.head_checkpoint_id or "")
+            state = await runner.load(head)
+            if not state.meta.next_tasks:  # finished before its status was written
+                await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        async for event in self._execute(workflow, lease, go, events=events):
+        async for event in self._exec.execute(workflow, lease, go, events=events):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
                    update: Mapping[str, Any] | None = None,
                    allow_mismatch: bool = False) -> RunResult:
-        """Start a new run from a checkpoint of ``run_id`` (``update`` applied first)."""
+        """Start a new run from a checkpoint of ``run_id`` (``update`` applied first).
+
+        The new run, its copied checkpoints and its lease are created in one
+        transaction; a fork that fails before that writes nothing.
+        """
         _check_workflow(workflow)
         _check_mapping("update", update)
         if not isinstance(checkpoint_id, str):
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         self._check_signature(workflow, source, allow_mismatch)
-        new_run = new_run_id()
-        now = utcnow()
-        lease = Lease(new_run, self.owner, 1, now + timedelta(seconds=self.lease_ttl))
-
-        async def go(rc: RunContext) -> ThreadOutcome:
-            state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
-            rc.emit("run_started", "", state.meta.superstep, workflow=workflow.name,
-                    forked_from=checkpoint_id)
-            if not state.meta.next_tasks:  # forked from a finished checkpoint
-                await rc.commit(run=RunUpdate(RunStatus.COMPLETED, release=True))
-            runner = ThreadRunner(rc, workflow, max_supersteps=source.max_supersteps)
-            return await runner.run(state)
-
-        return await _last(self._execute(workflow, lease, go, events=False))
+        lease = self._new_lease(new_run_id())
+        rc = RunContext(self.store, lease, workflow.name, None)
+        state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
+        return await _last(self._begin(workflow, lease, state, False, source.max_supersteps,
+                                       forked_from=checkpoint_id))
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
                            as_node: str | None = None) -> str:
@@ -223,12 +258,13 @@ class Runtime:
         checkpoint's id; the run is then ``waiting`` (continue it with
         ``resume``) or ``completed`` when nothing is left to run. A failed
         run's error is cleared. Pending requests of the old head are dropped
-        (the waiting nodes ask again on the new state). Refused with
-        ``InvalidInputError`` while the head holds recorded work that a new
-        head would lose (finished sibling tasks, ``ctx.step`` results, given
-        answers, an in-flight sub-workflow): answer or finish it first, or
-        ``fork`` with ``update=``. Completed and cancelled runs raise
-        ``RunNotResumableError``.
+        (the waiting nodes ask again on the new state). The update is checked
+        before anything is written: a bad value raises and changes nothing.
+        Refused with ``InvalidInputError`` while the head holds recorded work
+        that a new head would lose (finished sibling tasks, ``ctx.step``
+        results, given answers, an in-flight sub-workflow): answer or finish
+        it first, or ``fork`` with ``update=``. Completed and cancelled runs
+        raise ``RunNotResumableError``.
         """
         _check_workflow(workflow)
         if not isinstance(values, Mapping):
@@ -238,92 +274,31 @@ class Runtime:
             raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
         await self._check_no_recorded_work(workflow, record)
         self._check_not_active(run_id)
-        lease = await self.store.acquire_lease(run_id, self.owner, self.lease_ttl)
-        rc = RunContext(self.store, lease, workflow.name, lambda e: None)
+        head = record.head_checkpoint_id or ""
+        reader = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
+        plan = await plan_update(reader, workflow, head, values, as_node)
+        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
+                                             expect_head=head))
+        rc = RunContext(self.store, lease, workflow.name, None)
         try:
-            return await write_update(rc, workflow, record, values, as_node)
+            return await commit_update(rc, workflow, plan)
         finally:
             await self.store.release_lease(rc.lease)
 
-    # the execution wrapper ---------------------------------------------------
-    async def _execute(self, workflow: Workflow, lease: Lease,
-                       body: Callable[[RunContext], Any], *, events: bool) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait if events else None)
-        task = asyncio.create_task(self._guarded(rc, workflow, body))
-        self._active[lease.run_id] = task
-        renew = asyncio.create_task(self._renew(rc))
-        task.add_done_callback(lambda _t: queue.put_nowait(None))
+    async def _only_repeats(self, record: RunRecord,
+                            responses: Mapping[str, Any] | None) -> bool:
+        """True when every response repeats an answer that was already recorded."""
+        if not responses:
+            return False
         try:
-            while (event := await queue.get()) is not None:
-                yield event
-            result = task.result()
-            yield result
-        finally:
-            renew.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-            self._active.pop(lease.run_id, None)
+            answers, _ = await check_responses(self.store, record, responses)
+        except DurableFlowError:
+            return False
+        return not answers
 
-    async def _guarded(self, rc: RunContext, workflow: Workflow,
-                       body: Callable[[RunContext], Any]) -> Event:
-        try:
-            outcome: ThreadOutcome = await body(rc)
-        except asyncio.CancelledError:
-            if rc.run_id not in self._cancelling:
-                # the caller went away (a timeout, an abandoned stream, shutdown):
-                # stop like a crash, but free the lease so the run resumes at once
-                await self.store.release_lease(rc.lease)
-                raise
-            await self.store.cancel_run(rc.run_id)
-            result = await self._result(workflow, rc.run_id)
-            return self._final(rc, "run_cancelled", result)
-        except LeaseLostError:
-            record = await self.store.get_run(rc.run_id)
-            if record is not None and record.status is RunStatus.CANCELLED:
-                return self._final(rc, "run_cancelled", await self._result(workflow, rc.run_id))
-            raise
-        except BaseException:
-            # a store error or a corrupt checkpoint: stop, but do not keep others out
-            with contextlib.suppress(Exception):
-                await self.store.release_lease(rc.lease)
-            raise
-        result = await self._result(workflow, rc.run_id, outcome)
-        kind = {RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
-                RunStatus.FAILED: "run_failed"}[outcome.status]
-        return self._final(rc, kind, result, outcome.state.meta.superstep)
-
-    def _final(self, rc: RunContext, kind: Any, result: RunResult, superstep: int = 0) -> Event:
-        return self._final_event(rc.run_id, kind, result, superstep)
-
-    @staticmethod
-    def _final_event(run_id: str, kind: Any, result: RunResult, superstep: int = 0) -> Event:
-        return Event(kind=kind, run_id=run_id, namespace="", superstep=superstep, node=None,
-                     ts=utcnow(), data={"status": result.status.value,
-                                        "checkpoint_id": result.checkpoint_id}, result=result)
-
-    async def _renew(self, rc: RunContext) -> None:
-        with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(self.lease_ttl / 3)
-                rc.lease = await self.store.renew_lease(rc.lease, self.lease_ttl)
-
-    async def _result(self, workflow: Workflow, run_id: str,
-                      outcome: ThreadOutcome | None = None) -> RunResult:
-        record = await self._require(run_id)
-        if outcome is not None:
-            state = outcome.state
-        else:
-            rc = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name,
-                            lambda e: None)
-            state = await ThreadRunner(rc, workflow).load(record.head_checkpoint_id or "")
-        open_rows = await self.store.get_requests(run_id, open_only=True)
-        return RunResult(
-            run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),
-            pending_requests=tuple(to_pending(r) for r in open_rows),
-            checkpoint_id=record.head_checkpoint_id or state.meta.id, error=record.error)
+    def _new_lease(self, run_id: str) -> Lease:
+        """The first lease of a run this runtime creates (epoch 1)."""
+        return Lease(run_id, self.owner, 1, utcnow() + timedelta(seconds=self.lease_ttl))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,
@@ -359,17 +334,17 @@ class Runtime:
         write fails and it stops with ``run_cancelled``.
         """
         record = await self._require(run_id)
-        if record.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+        if record.status.is_final:
             raise RunNotResumableError(run_id, record.status.value)
-        task = self._active.get(run_id)
+        task = self._exec.active.get(run_id)
         if task is not None and not task.done():
-            self._cancelling.add(run_id)
+            self._exec.cancelling.add(run_id)
             try:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
             finally:
-                self._cancelling.discard(run_id)
+                self._exec.cancelling.discard(run_id)
         else:
             await self.store.cancel_run(run_id)
         return self._inspect.info(await self._require(run_id))
@@ -396,6 +371,8 @@ class Runtime:
             raise InvalidInputError(f"keep_last must be an int, got {keep_last!r}")
         if older_than is not None and not isinstance(older_than, timedelta):
             raise InvalidInputError(f"older_than must be a timedelta, got {older_than!r}")
+        if older_than is not None and older_than < timedelta(0):
+            raise InvalidInputError(f"older_than must not be negative, got {older_than!r}")
         if keep_last is None and older_than is None:
             raise InvalidInputError("prune needs keep_last, older_than or both")
         if keep_last is not None and keep_last < 1:
@@ -418,8 +395,7 @@ class Runtime:
         return record
 
     def _check_not_active(self, run_id: str) -> None:
-        task = self._active.get(run_id)
-        if task is not None and not task.done():
+        if self._exec.is_active(run_id):
             raise RunLockedError(run_id, f"{self.owner} (this runtime)", self.lease_ttl)
 
     async def _check_no_recorded_work(self, workflow: Workflow, record: RunRecord) -> None:
@@ -453,6 +429,43 @@ def _check_workflow(workflow: object) -> None:
     if not isinstance(workflow, Workflow):
         raise InvalidInputError(
             f"expected a Workflow (from WorkflowBuilder.build()), got {type(workflow).__name__}")
+
+
+def _check_start_args(run_id: object, max_supersteps: object) -> None:
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+        raise InvalidInputError(f"run_id must be a non-empty string, got {run_id!r}")
+    if max_supersteps is not None and (isinstance(max_supersteps, bool)
+                                       or not isinstance(max_supersteps, int)
+                                       or max_supersteps < 1):
+        raise InvalidInputError(f"max_supersteps must be a positive int, got {max_supersteps!r}")
+
+
+def _validated_input(workflow: Workflow, input: Mapping[str, Any] | Blackboard | None
+                     ) -> tuple[dict[str, Any], Routed]:
+    """The typed input values and the entry they route to; ``InvalidInputError`` if bad."""
+    try:
+        values = input_values(workflow.schema, input if input is not None else {})
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
+    try:
+        entry = route_entry(workflow, workflow.schema.build(values))
+    except Exception as exc:
+        raise InvalidInputError(
+            f"routing the input to the entry failed: {type(exc).__name__}: {exc}") from exc
+    return values, entry
+
+
+def input_digest(values: Mapping[str, Any]) -> str:
+    """A digest of a run's input values: equal inputs, equal digests."""
+    h = hashlib.sha256()
+    for name in sorted(values):
+        h.update(name.encode())
+        h.update(b"\0")
+        h.update(encode_field("<input>", name, values[name]))
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def _check_mapping(name: str, value: object) -> None:

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from ..errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
     LeaseLostError,
-    RunLockedError,
+    RunExistsError,
     RunNotFoundError,
+    RunNotResumableError,
     UnknownRequestError,
 )
 from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ._protocols import (
+    HEAD_MOVED,
     CheckpointMeta,
     CheckpointWrite,
+    Claim,
     Commit,
     Lease,
     LoadedCheckpoint,
@@ -32,10 +35,10 @@ from ._protocols import (
     RunRecord,
     StepRow,
     TaskWrite,
+    check_claimable,
 )
 
 __all__ = ["MemoryStore"]
-
 
 class MemoryStore:
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
@@ -61,10 +64,10 @@ class MemoryStore:
     async def create_run(
         self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
     ) -> None:
-        """Insert a run with its first checkpoint(s)."""
+        """Insert a run with its first checkpoint(s) and lease."""
         async with self._lock:
             if run.run_id in self._runs:
-                raise ValueError(f"run {run.run_id} already exists")
+                raise RunExistsError(run.run_id)
             if lease is not None:
                 run = dataclasses.replace(run, lease_owner=lease.owner, lease_epoch=lease.epoch,
                                           lease_expires_at=lease.expires_at)
@@ -86,20 +89,36 @@ class MemoryStore:
         return sorted(rows, key=lambda r: (r.created_at, r.run_id), reverse=True)
 
     # leases ---------------------------------------------------------------
-    async def acquire_lease(self, run_id: str, owner: str, ttl: float) -> Lease:
-        """Take the run's lease with a higher epoch."""
+    async def claim(self, claim: Claim) -> Lease:
+        """Take ownership of a run: status, open requests and lease in one step."""
         async with self._lock:
-            run = self._require_run(run_id)
+            run = self._require_run(claim.run_id)
             now = utcnow()
-            live = run.lease_owner is not None and run.lease_expires_at is not None \
-                and run.lease_expires_at > now
-            if live and run.lease_owner != owner:
-                left = (run.lease_expires_at - now).total_seconds() if run.lease_expires_at else 0
-                raise RunLockedError(run_id, run.lease_owner or "?", left)
-            lease = Lease(run_id, owner, run.lease_epoch + 1, now + timedelta(seconds=ttl))
-            self._runs[run_id] = dataclasses.replace(
-                run, lease_owner=owner, lease_epoch=lease.epoch, lease_expires_at=lease.expires_at)
+            check_claimable(run, claim, now)
+            answers = self._new_answers(run.run_id, claim.answers)
+            for rid, answer in answers.items():
+                self._requests[(run.run_id, rid)] = dataclasses.replace(
+                    self._requests[(run.run_id, rid)], answer=answer, answered_at=now)
+            if answers or run.status is not RunStatus.WAITING:
+                run = dataclasses.replace(run, status=RunStatus.RUNNING, error=None,
+                                          updated_at=now)
+            lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
+                          now + timedelta(seconds=claim.ttl))
+            self._runs[run.run_id] = dataclasses.replace(
+                run, lease_owner=lease.owner, lease_epoch=lease.epoch,
+                lease_expires_at=lease.expires_at)
             return lease
+
+    def _new_answers(self, run_id: str, answers: Mapping[str, bytes]) -> dict[str, bytes]:
+        """The answers to record: open requests only; identical repeats are skipped."""
+        out: dict[str, bytes] = {}
+        for rid, answer in answers.items():
+            req = self._requests.get((run_id, rid))
+            if req is None or (req.answer is not None and req.answer != answer):
+                raise UnknownRequestError(run_id, rid)
+            if req.answer is None:
+                out[rid] = answer
+        return out
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease."""
@@ -121,6 +140,8 @@ class MemoryStore:
         """Mark the run cancelled and fence out any holder."""
         async with self._lock:
             run = self._require_run(run_id)
+            if run.status.is_final:
+                raise RunNotResumableError(run_id, run.status.value)
             run = dataclasses.replace(
                 run, status=RunStatus.CANCELLED, lease_owner=None, lease_expires_at=None,
                 lease_epoch=run.lease_epoch + 1, updated_at=utcnow())
@@ -137,6 +158,7 @@ class MemoryStore:
             run = self._check_lease(commit.lease)
             now = utcnow()
             run_id = run.run_id
+            self._check_head(run, commit)
             self._check_references(run_id, commit)
             # In the order Commit documents: answers, reopen, drop_open_requests, requests,
             # task_writes, mark, checkpoint, run.
@@ -287,6 +309,17 @@ class MemoryStore:
         if run.lease_epoch != lease.epoch or run.lease_owner != lease.owner:
             raise LeaseLostError(lease.run_id, lease.epoch)
         return run
+
+    def _check_head(self, run: RunRecord, commit: Commit) -> None:
+        """Refuse a commit whose run head or thread head moved (before mutating)."""
+        lease = commit.lease
+        if commit.extends is not None and run.head_checkpoint_id != commit.extends:
+            raise LeaseLostError(run.run_id, lease.epoch, HEAD_MOVED)
+        if commit.checkpoint is not None:
+            meta = commit.checkpoint.meta
+            ids = self._threads.get((run.run_id, meta.thread))
+            if (ids[-1] if ids else None) != meta.parent_id:
+                raise LeaseLostError(run.run_id, lease.epoch, HEAD_MOVED)
 
     def _check_references(self, run_id: str, commit: Commit) -> None:
         """Refuse a commit naming requests or checkpoints that do not exist (before mutating)."""

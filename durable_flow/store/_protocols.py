@@ -1,4 +1,4 @@
-"""The checkpoint store interface and the rows it persists.
+"""The checkpoint store interface: small protocols by concern.
 
 A store keeps *threads* of checkpoints. The top level of a run is the thread
 ``""``; a sub-workflow invoked by node ``n`` while its parent thread stood at
@@ -19,222 +19,83 @@ checkpoint, so storage grows O(n):
 The store never decodes payloads: the engine encodes every value (and so
 fails at write time on what cannot be stored) and decodes what it loads.
 
-Every write that belongs to a run being executed carries the run's
-:class:`Lease`; a store must refuse it with ``LeaseLostError`` (writing
-nothing) when the run's lease epoch or owner no longer match.
+Ownership is made by the store, not hoped for by its callers:
+
+* :meth:`RunStore.create_run` inserts a run with its first checkpoints, its
+  final status when it has nothing to run, and its lease, in one transaction;
+* :meth:`RunStore.claim` checks the run's status, records answers only to
+  requests still open and takes the lease, in one transaction; a live lease
+  refuses it, whoever holds it (a claim is never re-entrant);
+* every write of an execution carries its :class:`Lease`, and a commit names
+  the head it extends (:class:`Commit`); the store refuses either with
+  ``LeaseLostError``, writing nothing, when the epoch or the head moved.
+
+The protocols are split by concern: :class:`RunStore` (runs and claims),
+:class:`CheckpointLog` (the chain of checkpoints and retention),
+:class:`Journal` (task writes and step results of a superstep in flight) and
+:class:`Inbox` (human-input requests). :class:`CheckpointStore` is all four.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
+from ..model._records import RunStatus
+from ._rows import (
+    HEAD_MOVED,
+    CheckpointMeta,
+    CheckpointWrite,
+    Claim,
+    Commit,
+    Lease,
+    LoadedCheckpoint,
+    RequestRow,
+    RunRecord,
+    RunUpdate,
+    StatusMark,
+    StepRow,
+    TaskWrite,
+    check_claimable,
+)
 
 __all__ = [
+    "HEAD_MOVED",
+    "CheckpointLog",
     "CheckpointMeta",
     "CheckpointStore",
     "CheckpointWrite",
+    "Claim",
     "Commit",
+    "Inbox",
+    "Journal",
     "Lease",
     "LoadedCheckpoint",
     "RequestRow",
     "RunRecord",
+    "RunStore",
     "RunUpdate",
     "StatusMark",
     "StepRow",
     "TaskWrite",
+    "check_claimable",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """The right to write to one run: whoever holds the current epoch."""
-
-    run_id: str
-    owner: str
-    epoch: int
-    expires_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One row of the runs table."""
-
-    run_id: str
-    workflow_name: str
-    status: RunStatus
-    created_at: datetime
-    updated_at: datetime
-    head_checkpoint_id: str | None
-    signature: str
-    max_supersteps: int = 100
-    error: ErrorInfo | None = None
-    forked_from: CheckpointRef | None = None
-    workflow_ref: str | None = None
-    lease_owner: str | None = None
-    lease_epoch: int = 0
-    lease_expires_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointMeta:
-    """Everything about a checkpoint except channel payloads."""
-
-    id: str
-    run_id: str
-    thread: str
-    namespace: str
-    parent_id: str | None
-    seq: int
-    superstep: int
-    created_at: datetime
-    status: RunStatus
-    source: CheckpointSource
-    nodes: tuple[str, ...] = ()
-    routing_reason: str | None = None
-    next_tasks: tuple[str, ...] = ()
-    joins: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    value_versions: dict[str, int] = field(default_factory=dict)
-    log_lengths: dict[str, int] = field(default_factory=dict)
-    error: ErrorInfo | None = None
-    size: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointWrite:
-    """A new checkpoint: its metadata plus the channel data it adds.
-
-    ``values`` holds the bytes of every value channel whose version is this
-    checkpoint's ``seq``; ``appends`` holds, per log channel, a JSON array of
-    the items this checkpoint appends.
-    """
-
-    meta: CheckpointMeta
-    values: dict[str, bytes] = field(default_factory=dict)
-    appends: dict[str, bytes] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedCheckpoint:
-    """A checkpoint read back: every value channel and every log chunk.
-
-    ``logs`` lists, per channel, the JSON arrays of the chunks appended by the
-    checkpoint and its ancestors in the thread, oldest first; the engine
-    concatenates them and keeps the first ``log_lengths[channel]`` items.
-    """
-
-    meta: CheckpointMeta
-    values: dict[str, bytes]
-    logs: dict[str, list[bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class TaskWrite:
-    """The saved outcome of one finished task of a superstep not yet merged."""
-
-    run_id: str
-    checkpoint_id: str
-    node: str
-    data: bytes
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """The recorded result of one ``ctx.step`` call."""
-
-    run_id: str
-    checkpoint_id: str
-    node: str
-    name: str
-    data: bytes
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRow:
-    """A human-input request; open while ``answer`` is None."""
-
-    id: str
-    run_id: str
-    workflow_name: str
-    thread: str
-    checkpoint_id: str
-    node: str
-    index: int
-    payload: bytes
-    response_schema: bytes
-    created_at: datetime
-    answer: bytes | None = None
-    answered_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StatusMark:
-    """Change the status (and error) recorded on an existing checkpoint."""
-
-    checkpoint_id: str
-    status: RunStatus
-    error: ErrorInfo | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunUpdate:
-    """Change the run row: status, error, head; ``release`` frees the lease."""
-
-    status: RunStatus
-    head_checkpoint_id: str | None = None
-    error: ErrorInfo | None = None
-    release: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """What one transaction writes. Everything in it commits or nothing does.
-
-    Applied in this order: ``answers`` (record answers to open requests),
-    ``reopen`` (clear the answers of these request ids, so they are open
-    again), ``drop_open_requests`` (delete the run's open requests),
-    ``requests`` (insert new ones; an existing id is left as it is),
-    ``task_writes``, ``mark``, ``checkpoint``, ``run``. Raises
-    ``LeaseLostError`` (lease gone), ``UnknownRequestError`` (an answered or
-    reopened id that does not exist) or ``CheckpointNotFoundError`` (a mark
-    on a missing checkpoint), writing nothing.
-    """
-
-    lease: Lease
-    checkpoint: CheckpointWrite | None = None
-    mark: StatusMark | None = None
-    task_writes: Sequence[TaskWrite] = ()
-    requests: Sequence[RequestRow] = ()
-    answers: dict[str, bytes] = field(default_factory=dict)
-    reopen: Sequence[str] = ()
-    drop_open_requests: bool = False
-    run: RunUpdate | None = None
-
-
 @runtime_checkable
-class CheckpointStore(Protocol):
-    """Durable home of runs, checkpoints, task writes, steps and requests.
-
-    All methods are coroutines. Times are timezone-aware UTC datetimes.
-    """
-
-    async def setup(self) -> None:
-        """Create or upgrade the schema; idempotent. Raises ``SchemaVersionError``."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections. The store may be set up again afterwards."""
-        ...
+class RunStore(Protocol):
+    """Runs, their status and their lease: who may execute a run."""
 
     async def create_run(
         self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
     ) -> None:
-        """Insert a run with its first checkpoint(s) (and lease, if given) atomically."""
+        """Insert a run with its first checkpoint(s) and lease in one transaction.
+
+        ``run.status`` is stored as given (``completed`` for a run with
+        nothing to run, then ``lease`` is None). Raises ``RunExistsError`` when
+        the id is taken, writing nothing.
+        """
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -247,11 +108,18 @@ class CheckpointStore(Protocol):
         """Runs matching the filters, newest first."""
         ...
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl: float) -> Lease:
-        """Take the run's lease with a higher epoch.
+    async def claim(self, claim: Claim) -> Lease:
+        """Take ownership of a run in one transaction, or change nothing.
 
-        Raises ``RunNotFoundError`` for an unknown run and ``RunLockedError``
-        when another owner holds a lease that has not expired.
+        Checks, in order: the run exists (``RunNotFoundError``); it is not
+        ``completed`` or ``cancelled`` (``RunNotResumableError``); no lease
+        is live, whoever holds it (``RunLockedError``); its head is
+        ``claim.expect_head`` when given (``RunLockedError``); every answered
+        id is a request of the run that is still open, or already holds the
+        identical answer (skipped) (``UnknownRequestError``). Then records the
+        answers, sets the run ``running`` (error cleared) when it records an
+        answer or the run was not ``waiting``, and takes the lease with the
+        next epoch.
         """
         ...
 
@@ -264,27 +132,23 @@ class CheckpointStore(Protocol):
         ...
 
     async def cancel_run(self, run_id: str) -> RunRecord:
-        """Mark the run cancelled, fence out any holder (epoch + 1), close its requests."""
+        """Cancel a run in one transaction: status, fence (epoch + 1), open requests closed.
+
+        Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a run
+        that is already ``completed`` or ``cancelled`` (writing nothing).
+        """
         ...
+
+
+@runtime_checkable
+class CheckpointLog(Protocol):
+    """The chains of checkpoints of every run, and their retention."""
 
     async def commit(self, commit: Commit) -> None:
-        """Write a :class:`Commit` in one transaction. Raises ``LeaseLostError``."""
-        ...
+        """Write a :class:`Commit` in one transaction.
 
-    async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
-        """Save finished tasks' writes (one transaction). Raises ``LeaseLostError``."""
-        ...
-
-    async def put_step(self, lease: Lease, step: StepRow) -> None:
-        """Record a durable step result. Raises ``LeaseLostError``."""
-        ...
-
-    async def get_task_writes(self, run_id: str, checkpoint_id: str) -> list[TaskWrite]:
-        """Task writes saved against a base checkpoint, in node order."""
-        ...
-
-    async def get_steps(self, run_id: str, checkpoint_id: str, node: str) -> dict[str, bytes]:
-        """Recorded ``ctx.step`` results of one node run from a base checkpoint."""
+        Raises ``LeaseLostError`` (epoch or head moved) and writes nothing.
+        """
         ...
 
     async def load_checkpoint(self, run_id: str, checkpoint_id: str) -> LoadedCheckpoint:
@@ -303,16 +167,6 @@ class CheckpointStore(Protocol):
         self, run_id: str, *, namespace: str | None = None, thread: str | None = None
     ) -> list[CheckpointMeta]:
         """Checkpoint metadata of a run (optionally one namespace/thread), newest first."""
-        ...
-
-    async def get_requests(
-        self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
-    ) -> list[RequestRow]:
-        """Requests of a run, oldest first."""
-        ...
-
-    async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first (the inbox)."""
         ...
 
     async def prune(
@@ -345,4 +199,56 @@ class CheckpointStore(Protocol):
         stay, and log chunks are never removed (the head, always kept, needs
         every chunk of its thread).
         """
+        ...
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """What a superstep in flight has recorded: finished tasks' writes and step results."""
+
+    async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
+        """Save finished tasks' writes (one transaction). Raises ``LeaseLostError``."""
+        ...
+
+    async def put_step(self, lease: Lease, step: StepRow) -> None:
+        """Record a durable step result. Raises ``LeaseLostError``."""
+        ...
+
+    async def get_task_writes(self, run_id: str, checkpoint_id: str) -> list[TaskWrite]:
+        """Task writes saved against a base checkpoint, in node order."""
+        ...
+
+    async def get_steps(self, run_id: str, checkpoint_id: str, node: str) -> dict[str, bytes]:
+        """Recorded ``ctx.step`` results of one node run from a base checkpoint."""
+        ...
+
+
+@runtime_checkable
+class Inbox(Protocol):
+    """Human-input requests: open until answered."""
+
+    async def get_requests(
+        self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
+    ) -> list[RequestRow]:
+        """Requests of a run, oldest first."""
+        ...
+
+    async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
+        """Every open request across all runs, oldest first (the inbox)."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Protocol):
+    """Durable home of runs, checkpoints, task writes, steps and requests.
+
+    All methods are coroutines. Times are timezone-aware UTC datetimes.
+    """
+
+    async def setup(self) -> None:
+        """Create or upgrade the schema; idempotent. Raises ``SchemaVersionError``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections. The store may be set up again afterwards."""
         ...

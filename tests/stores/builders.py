@@ -14,6 +14,7 @@ from durable_flow.store._protocols import (
     CheckpointMeta,
     CheckpointStore,
     CheckpointWrite,
+    Claim,
     Lease,
     LoadedCheckpoint,
     RequestRow,
@@ -38,8 +39,9 @@ def new_id(prefix: str = "ck") -> str:
 
 def make_run(run_id: str, *, workflow: str = "wf", status: RunStatus = RunStatus.RUNNING,
              created: datetime = T0, **kw: Any) -> RunRecord:
+    kw.setdefault("head_checkpoint_id", None)
     return RunRecord(run_id=run_id, workflow_name=workflow, status=status, created_at=created,
-                     updated_at=created, head_checkpoint_id=None, signature="sig-1", **kw)
+                     updated_at=created, signature="sig-1", **kw)
 
 
 @dataclass
@@ -107,8 +109,9 @@ async def start_run(store: CheckpointStore, run_id: str, *, owner: str = "owner-
     """Create a run with its input checkpoint and take its lease."""
     chain = Chain(run_id)
     cp = chain.next(values=first or {"topic": "tides"}, source="input", created=created)
-    await store.create_run(make_run(run_id, workflow=workflow, created=created), [cp], None)
-    lease = await store.acquire_lease(run_id, owner, ttl)
+    await store.create_run(make_run(run_id, workflow=workflow, created=created,
+                                    head_checkpoint_id=cp.meta.id), [cp], None)
+    lease = await store.claim(Claim(run_id, owner, ttl))
     return chain, lease
 
 

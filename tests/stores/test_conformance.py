@@ -14,6 +14,7 @@ from durable_flow.errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
     LeaseLostError,
+    RunExistsError,
     RunLockedError,
     RunNotFoundError,
     UnknownRequestError,
@@ -22,6 +23,7 @@ from durable_flow.model._clock import utcnow
 from durable_flow.model._records import CheckpointRef, RunStatus
 from durable_flow.store._protocols import (
     CheckpointStore,
+    Claim,
     Commit,
     Lease,
     RunUpdate,
@@ -63,7 +65,7 @@ async def test_create_run_with_lease_records_it(store: CheckpointStore) -> None:
 
 async def test_create_run_twice_fails(store: CheckpointStore) -> None:
     await store.create_run(make_run("r1"), [], None)
-    with pytest.raises(ValueError, match="already exists"):
+    with pytest.raises(RunExistsError, match="already exists"):
         await store.create_run(make_run("r1"), [], None)
 
 
@@ -382,7 +384,7 @@ async def test_reopen_under_a_lost_lease_writes_nothing(store: CheckpointStore) 
     chain, stale = await start_run(store, "r1", ttl=-1)
     await store.commit(Commit(stale, requests=[request("r1", chain.head.id, "q1")]))
     await store.commit(Commit(stale, answers={"q1": b"1"}))
-    await store.acquire_lease("r1", "new", 30)
+    await store.claim(Claim("r1", "new", 30))
     with pytest.raises(LeaseLostError):
         await store.commit(Commit(stale, reopen=["q1"]))
     assert (await store.get_requests("r1"))[0].answer == b"1"
@@ -395,14 +397,17 @@ async def test_reopen_under_a_lost_lease_writes_nothing(store: CheckpointStore) 
 async def test_lease_is_exclusive_while_live(store: CheckpointStore) -> None:
     await store.create_run(make_run("r1"), [], None)
     with pytest.raises(RunNotFoundError):
-        await store.acquire_lease("nope", "a", 30)
-    first = await store.acquire_lease("r1", "a", 30)
+        await store.claim(Claim("nope", "a", 30))
+    first = await store.claim(Claim("r1", "a", 30))
     assert (first.owner, first.epoch) == ("a", 1)
     assert first.expires_at > utcnow() + timedelta(seconds=25)
     with pytest.raises(RunLockedError) as locked:
-        await store.acquire_lease("r1", "b", 30)
+        await store.claim(Claim("r1", "b", 30))
     assert locked.value.owner == "a" and 0 < locked.value.expires_in <= 30
-    again = await store.acquire_lease("r1", "a", 30)
+    with pytest.raises(RunLockedError):  # not re-entrant, even for the same owner
+        await store.claim(Claim("r1", "a", 30))
+    await store.release_lease(first)
+    again = await store.claim(Claim("r1", "a", 30))
     assert again.epoch == 2
 
 
@@ -410,7 +415,7 @@ async def test_expired_lease_is_taken_over_and_fences_the_old_holder(
     store: CheckpointStore,
 ) -> None:
     chain, stale = await start_run(store, "r1", ttl=-1)
-    fresh = await store.acquire_lease("r1", "new", 30)
+    fresh = await store.claim(Claim("r1", "new", 30))
     assert fresh.epoch == stale.epoch + 1
     before = await store.get_run("r1")
     base = chain.head.id
@@ -456,7 +461,7 @@ async def test_renew_and_release(store: CheckpointStore) -> None:
     await store.release_lease(renewed)
     run = await store.get_run("r1")
     assert run is not None and (run.lease_owner, run.lease_expires_at) == (None, None)
-    taken = await store.acquire_lease("r1", "b", 30)
+    taken = await store.claim(Claim("r1", "b", 30))
     assert taken.epoch == lease.epoch + 1
 
 

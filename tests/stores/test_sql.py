@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from durable_flow.store.sql import _base as _sql
 from durable_flow.errors import RunNotFoundError, UnknownRequestError
 from durable_flow.model._records import RunStatus
-from durable_flow.store._protocols import Commit, RunUpdate, StatusMark
+from durable_flow.store._protocols import Claim, Commit, RunUpdate, StatusMark
 from durable_flow.store._sqlite import SQLITE, SqliteStore
+from durable_flow.store.sql import _base as _sql
 from durable_flow.store.sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op
 from durable_flow.store.sql._tables import Statement, queries_for
 
@@ -48,10 +48,10 @@ async def test_an_async_driver_runs_the_same_transaction_functions(tmp_path: Pat
 
     try:
         assert await _sql.drive_async(_sql.get_run_tx(q, "r1"), perform) == make_run("r1")
-        lease = await _sql.drive_async(_sql.acquire_lease_tx(q, "r1", "me", 30), perform)
+        lease = await _sql.drive_async(_sql.claim_tx(q, Claim("r1", "me", 30)), perform)
         assert lease.epoch == 1
         with pytest.raises(RunNotFoundError):
-            await _sql.drive_async(_sql.acquire_lease_tx(q, "nope", "me", 30), perform)
+            await _sql.drive_async(_sql.claim_tx(q, Claim("nope", "me", 30)), perform)
     finally:
         conn.close()
     assert performed == ["Fetch", "Fetch", "Execute", "Fetch"]
@@ -115,13 +115,15 @@ async def test_commit_statements_of_a_superstep_and_of_a_reopen(tmp_path: Path) 
         return list(performed)
 
     try:
+        base = chain.head.id
         superstep = chain.next(values={"n": 1}, appends={"log": [1]})
-        assert run(Commit(lease, checkpoint=superstep, run=RunUpdate(
+        # the top level names the head it extends in the run's own UPDATE: no extra read
+        assert run(Commit(lease, extends=base, checkpoint=superstep, run=RunUpdate(
             RunStatus.RUNNING, head_checkpoint_id=superstep.meta.id))) == [
-            q.run_update, q.cp_insert, q.value_insert, q.chunk_insert]
+            q.run_update_cas, q.cp_insert, q.value_insert, q.chunk_insert]
         sub_step = chain.next(values={"n": 2})
         assert run(Commit(lease, checkpoint=sub_step)) == [
-            q.run_touch, q.cp_insert, q.value_insert]
+            q.run_touch, q.cp_head, q.cp_insert, q.value_insert]
         head = sub_step.meta.id
         assert run(Commit(lease, mark=StatusMark(head, RunStatus.WAITING), reopen=["q1"],
                           task_writes=[task_write("r1", head, "a")])) == [

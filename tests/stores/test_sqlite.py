@@ -186,12 +186,13 @@ _CHILD = """
     from datetime import UTC, datetime
     from durable_flow.model._records import RunStatus
     from durable_flow.store._sqlite import SQLITE, SqliteStore
-    from durable_flow.store._protocols import CheckpointMeta, CheckpointWrite, Commit, RunRecord
+    from durable_flow.store._protocols import (
+        CheckpointMeta, CheckpointWrite, Claim, Commit, RunRecord)
     from durable_flow.errors import RunLockedError
 
     async def contend(store, owner):
         try:
-            lease = await store.acquire_lease("shared", owner, 60)
+            lease = await store.claim(Claim("shared", owner, 60))
             print("won", lease.epoch, flush=True)
         except RunLockedError as exc:
             print("locked", exc.owner, flush=True)
@@ -200,9 +201,10 @@ _CHILD = """
         now = datetime.now(UTC)
         await store.create_run(RunRecord(owner, "wf", RunStatus.RUNNING, now, now, None, "s"),
                                [], None)
-        lease = await store.acquire_lease(owner, owner, 60)
+        lease = await store.claim(Claim(owner, owner, 60))
         for seq in range(n):
-            meta = CheckpointMeta(f"{owner}-{seq:04d}", owner, "", "", None, seq, seq, now,
+            parent = f"{owner}-{seq - 1:04d}" if seq else None
+            meta = CheckpointMeta(f"{owner}-{seq:04d}", owner, "", "", parent, seq, seq, now,
                                   RunStatus.RUNNING, "loop", value_versions={"n": seq},
                                   log_lengths={"log": seq + 1})
             await store.commit(Commit(lease, checkpoint=CheckpointWrite(

@@ -26,15 +26,19 @@ from ...errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
     LeaseLostError,
+    RunExistsError,
     RunLockedError,
     RunNotFoundError,
+    RunNotResumableError,
     UnknownRequestError,
 )
 from ...model._clock import utcnow
 from ...model._records import RunStatus
 from .._protocols import (
+    HEAD_MOVED,
     CheckpointMeta,
     CheckpointWrite,
+    Claim,
     Commit,
     Lease,
     LoadedCheckpoint,
@@ -42,6 +46,7 @@ from .._protocols import (
     RunRecord,
     StepRow,
     TaskWrite,
+    check_claimable,
 )
 from . import _tables as t
 from ._tables import Queries, SqlDialect, Statement, queries_for
@@ -160,9 +165,13 @@ def _now() -> int:
 
 
 def _lease_lost(q: Queries, lease: Lease) -> Tx[NoReturn]:
-    """Raise the right error for a lease check that matched no row."""
-    if not (yield from fetch(q.run_lease, run_id=lease.run_id)):
+    """Raise the right error for a lease (and head) check that matched no row."""
+    rows = yield from fetch(q.run_lease, run_id=lease.run_id)
+    if not rows:
         raise RunNotFoundError(lease.run_id)
+    held = rows[0]
+    if (held["lease_owner"], held["lease_epoch"]) == (lease.owner, lease.epoch):
+        raise LeaseLostError(lease.run_id, lease.epoch, HEAD_MOVED)
     raise LeaseLostError(lease.run_id, lease.epoch)
 
 
@@ -176,9 +185,9 @@ def _check_lease(q: Queries, lease: Lease) -> Tx[None]:
 def create_run_tx(
     q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
 ) -> Tx[None]:
-    """Insert a run, its first checkpoints and its lease; ValueError if it exists."""
+    """Insert a run, its first checkpoints and its lease; ``RunExistsError`` if it exists."""
     if (yield from fetch(q.run_lease, run_id=run.run_id)):
-        raise ValueError(f"run {run.run_id} already exists")
+        raise RunExistsError(run.run_id)
     params = t.run_params(run)
     if lease is not None:
         params.update(lease_owner=lease.owner, lease_epoch=lease.epoch,
@@ -202,25 +211,45 @@ def list_runs_tx(q: Queries, status: RunStatus | None, workflow: str | None) -> 
     return [t.run_from_row(row) for row in rows]
 
 
-def acquire_lease_tx(q: Queries, run_id: str, owner: str, ttl: float) -> Tx[Lease]:
-    """Take the lease with the next epoch unless another owner holds a live one."""
-    rows = yield from fetch(q.run_lease, run_id=run_id)
+def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
+    """Check status, lease and head, record answers and take the lease: one transaction."""
+    rows = yield from fetch(q.run_get_locked, run_id=claim.run_id)
     if not rows:
-        raise RunNotFoundError(run_id)
-    held, now = rows[0], utcnow()
-    expires = t.from_us(held["lease_expires_at"]) if held["lease_expires_at"] else None
-    if held["lease_owner"] not in (None, owner) and expires is not None and expires > now:
-        raise RunLockedError(run_id, held["lease_owner"], (expires - now).total_seconds())
-    lease = Lease(run_id, owner, held["lease_epoch"] + 1, now + timedelta(seconds=ttl))
-    # Conditional on the epoch read above: a backend that does not lock the
-    # whole database (PostgreSQL) sees a concurrent winner as a missed row.
-    taken = yield from execute(q.lease_take, run_id=run_id, old_epoch=held["lease_epoch"],
-                               owner=owner, epoch=lease.epoch,
-                               expires=t.to_us(lease.expires_at))
-    if not taken:
-        winner = (yield from fetch(q.run_lease, run_id=run_id))[0]
-        raise RunLockedError(run_id, winner["lease_owner"] or "?", ttl)
+        raise RunNotFoundError(claim.run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    check_claimable(run, claim, now)
+    answers = yield from _open_answers(q, claim)
+    status, error = run.status, run.error
+    if answers or status is not RunStatus.WAITING:
+        status, error = RunStatus.RUNNING, None
+    if answers:
+        yield from _answer(q, run.run_id, answers, t.to_us(now))
+    lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
+                  now + timedelta(seconds=claim.ttl))
+    # conditional on the epoch read above, in case a backend did not lock the row
+    if not (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
+                               owner=lease.owner, epoch=lease.epoch,
+                               expires=t.to_us(lease.expires_at), new_status=status.value,
+                               new_error=t.error_json(error), now=t.to_us(now))):
+        raise RunLockedError(run.run_id, "another runtime", claim.ttl)
     return lease
+
+
+def _open_answers(q: Queries, claim: Claim) -> Tx[dict[str, bytes]]:
+    """The claim's answers to record: open requests only; identical repeats skipped."""
+    ids = list(claim.answers)
+    if not ids:
+        return {}
+    found = yield from fetch_each(q.req_get_answer, [
+        {"run_id": claim.run_id, "request_id": rid} for rid in ids])
+    out: dict[str, bytes] = {}
+    for rid, rows in zip(ids, found, strict=True):
+        answer = claim.answers[rid]
+        if not rows or (rows[0][0] is not None and bytes(rows[0][0]) != answer):
+            raise UnknownRequestError(claim.run_id, rid)
+        if rows[0][0] is None:
+            out[rid] = answer
+    return out
 
 
 def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
@@ -240,8 +269,13 @@ def release_lease_tx(q: Queries, lease: Lease) -> Tx[None]:
 
 def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
     """Cancel, fence out the holder (epoch + 1) and close the open requests."""
-    if not (yield from execute(q.run_cancel, run_id=run_id, now=_now())):
+    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    if not rows:
         raise RunNotFoundError(run_id)
+    status = RunStatus(rows[0]["status"])
+    if status.is_final:
+        raise RunNotResumableError(run_id, status.value)
+    yield from execute(q.run_cancel, run_id=run_id, now=_now())
     yield from execute(q.req_drop_open, run_id=run_id)
     rows = yield from fetch(q.run_get, run_id=run_id)
     return t.run_from_row(rows[0])
@@ -270,7 +304,20 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
                                    new_error=t.error_json(mark.error))):
             raise CheckpointNotFoundError(run_id, mark.checkpoint_id)
     if commit.checkpoint is not None:
+        meta = commit.checkpoint.meta
+        if meta.thread or commit.extends is None:
+            yield from _check_thread_head(q, commit)
         yield from insert_checkpoint(q, commit.checkpoint)
+
+
+def _check_thread_head(q: Queries, commit: Commit) -> Tx[None]:
+    """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS)."""
+    meta = commit.checkpoint.meta if commit.checkpoint is not None else None
+    if meta is None:
+        return
+    rows = yield from fetch(q.cp_head, run_id=meta.run_id, thread=meta.thread)
+    if (rows[0]["checkpoint_id"] if rows else None) != meta.parent_id:
+        raise LeaseLostError(meta.run_id, commit.lease.epoch, HEAD_MOVED)
 
 
 def _update_run(q: Queries, commit: Commit, now: int) -> Tx[None]:
@@ -278,11 +325,17 @@ def _update_run(q: Queries, commit: Commit, now: int) -> Tx[None]:
     lease, upd = commit.lease, commit.run
     params: dict[str, object] = {"run_id": lease.run_id, "epoch": lease.epoch,
                                  "owner": lease.owner, "now": now}
-    stmt = q.run_touch
+    cas = commit.extends is not None
+    stmt = q.run_touch_cas if cas else q.run_touch
     if upd is not None:
-        stmt = q.run_update_release if upd.release else q.run_update
+        if upd.release:
+            stmt = q.run_update_release_cas if cas else q.run_update_release
+        else:
+            stmt = q.run_update_cas if cas else q.run_update
         params.update(new_status=upd.status.value, new_error=t.error_json(upd.error),
                       new_head=upd.head_checkpoint_id or None)
+    if cas:
+        params["expect_head"] = commit.extends
     if not (yield from execute(stmt, **params)):
         yield from _lease_lost(q, lease)
 
@@ -512,9 +565,9 @@ class SqlStore(abc.ABC):
         """Runs matching the filters, newest first."""
         return await self.driver.run(list_runs_tx(self._q, status, workflow_name), write=False)
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl: float) -> Lease:
-        """Take the run's lease with a higher epoch (atomic across processes)."""
-        return await self.driver.run(acquire_lease_tx(self._q, run_id, owner, ttl), write=True)
+    async def claim(self, claim: Claim) -> Lease:
+        """Take ownership of a run in one transaction (see ``RunStore.claim``)."""
+        return await self.driver.run(claim_tx(self._q, claim), write=True)
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease; ``LeaseLostError`` if it was taken over."""

@@ -32,9 +32,9 @@ __all__ = [
 ]
 
 #: The newest revision in ``migrations/versions`` (a test checks it against alembic).
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 #: Every revision this code ships; a database at any other is newer than this code.
-KNOWN_REVISIONS = frozenset({"0001"})
+KNOWN_REVISIONS = frozenset({"0001", "0002"})
 #: Alembic's bookkeeping table.
 VERSION_TABLE = "alembic_version"
 

@@ -115,6 +115,7 @@ class RunTable(_TableModel, table=True):
     lease_owner: str | None
     lease_epoch: int
     lease_expires_at: int | None = Field(sa_type=BigInteger)
+    input_digest: str | None = None  # added by migration 0002, so it comes last
 
 
 class CheckpointTable(_TableModel, table=True):
@@ -335,7 +336,8 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "error": error_json(run.error),
         "forked_from": None if origin is None else _dumps(
             {"run_id": origin.run_id, "checkpoint_id": origin.checkpoint_id}),
-        "workflow_ref": run.workflow_ref, "lease_owner": run.lease_owner,
+        "workflow_ref": run.workflow_ref, "input_digest": run.input_digest,
+        "lease_owner": run.lease_owner,
         "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
     }
 
@@ -357,7 +359,7 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             head_checkpoint_id=row["head_checkpoint_id"], signature=row["signature"],
             max_supersteps=row["max_supersteps"], error=_decode_error(row["error"]),
             forked_from=_forked_from(row["forked_from"]), workflow_ref=row["workflow_ref"],
-            lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
+            input_digest=row["input_digest"], lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
             lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
         )
     except (ValueError, TypeError, KeyError) as exc:
@@ -534,10 +536,6 @@ class Queries:
             runs.c.workflow_name == bindparam("workflow_name")]).items()}
         self.run_lease = c(select(runs.c.lease_owner, runs.c.lease_epoch,
                                   runs.c.lease_expires_at).where(*_where(runs, "run_id")))
-        self.lease_take = c(update(runs).where(
-            *_where(runs, "run_id"), runs.c.lease_epoch == bindparam("old_epoch")).values(
-            lease_owner=bindparam("owner"), lease_epoch=bindparam("epoch"),
-            lease_expires_at=bindparam("expires")))
         self.lease_renew = c(update(runs).where(*lease).values(
             lease_expires_at=bindparam("expires")))
         self.lease_release = c(update(runs).where(*lease).values(
@@ -557,6 +555,21 @@ class Queries:
         self.run_update = c(update(runs).where(*lease).values(changes))
         self.run_update_release = c(update(runs).where(*lease).values(
             {**changes, "lease_owner": None, "lease_expires_at": None}))
+        # the same three, refused when the run's head is not the one the commit extends
+        head = runs.c.head_checkpoint_id == bindparam("expect_head")
+        self.run_touch_cas = c(update(runs).where(*lease, head).values(
+            updated_at=bindparam("now")))
+        self.run_update_cas = c(update(runs).where(*lease, head).values(changes))
+        self.run_update_release_cas = c(update(runs).where(*lease, head).values(
+            {**changes, "lease_owner": None, "lease_expires_at": None}))
+        # a claim: the row is locked (FOR UPDATE on PostgreSQL; SQLite holds the
+        # database write lock) and updated only if its epoch is still the one read
+        self.run_get_locked = c(select(runs).where(*_where(runs, "run_id")).with_for_update())
+        self.run_claim = c(update(runs).where(
+            *_where(runs, "run_id"), runs.c.lease_epoch == bindparam("old_epoch")).values(
+            lease_owner=bindparam("owner"), lease_epoch=bindparam("epoch"),
+            lease_expires_at=bindparam("expires"), status=bindparam("new_status"),
+            error=bindparam("new_error"), updated_at=bindparam("now")))
 
     def _checkpoints(self, c: Callable[[ClauseElement], Statement]) -> None:
         cps = CHECKPOINTS
@@ -613,6 +626,8 @@ class Queries:
             index_elements=list(reqs.primary_key)))
         self.req_answer = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=bindparam("new_answer"), answered_at=bindparam("now")))
+        self.req_get_answer = c(select(reqs.c.answer).where(
+            *_where(reqs, "run_id", "request_id")))
         self.req_reopen = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=None, answered_at=None))
         self.req_drop_open = c(delete(reqs).where(*_where(reqs, "run_id"), is_open))

@@ -1,0 +1,127 @@
+"""Executing a claimed run: the task that runs it, its events, its lease and its result.
+
+Every execution (``run``, ``resume``, ``fork``) starts here only after the
+store granted it the run's lease in one transaction (``create_run`` or
+``claim``); this module never takes a lease itself. It runs the engine in a
+task, forwards events, keeps the lease alive, turns the outcome into a
+``RunResult`` and frees the lease however the execution stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
+from ..errors import LeaseLostError, RunNotFoundError
+from ..model._clock import utcnow
+from ..model._graph import Workflow
+from ..model._records import Event, EventKind, RunResult, RunStatus
+from ..store._protocols import CheckpointStore, Lease
+from ._inspect import to_pending
+
+__all__ = ["Body", "Executor", "final_event"]
+
+Body = Callable[[RunContext], Awaitable[ThreadOutcome]]
+
+_FINAL_KIND: dict[RunStatus, EventKind] = {
+    RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
+    RunStatus.FAILED: "run_failed", RunStatus.CANCELLED: "run_cancelled",
+}
+
+
+def final_event(run_id: str, result: RunResult, superstep: int = 0) -> Event:
+    """The last event of a stream: it carries the ``RunResult``."""
+    kind = _FINAL_KIND.get(result.status, "run_waiting")
+    return Event(kind=kind, run_id=run_id, namespace="", superstep=superstep, node=None,
+                 ts=utcnow(), data={"status": result.status.value,
+                                    "checkpoint_id": result.checkpoint_id}, result=result)
+
+
+class Executor:
+    """Runs claimed executions of runs for one ``Runtime``."""
+
+    def __init__(self, store: CheckpointStore, lease_ttl: float) -> None:
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self.active: dict[str, asyncio.Task[Any]] = {}
+        self.cancelling: set[str] = set()
+
+    def is_active(self, run_id: str) -> bool:
+        """True while this runtime executes the run."""
+        task = self.active.get(run_id)
+        return task is not None and not task.done()
+
+    async def execute(self, workflow: Workflow, lease: Lease, body: Body,
+                      *, events: bool) -> AsyncIterator[Event]:
+        """Run ``body`` under ``lease``; yield its events, the last one with the result."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait if events else None)
+        task = asyncio.create_task(self._guarded(rc, workflow, body))
+        self.active[lease.run_id] = task
+        renew = asyncio.create_task(self._renew(rc, task))
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            yield task.result()
+        finally:
+            renew.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            if self.active.get(lease.run_id) is task:
+                del self.active[lease.run_id]
+
+    async def _guarded(self, rc: RunContext, workflow: Workflow, body: Body) -> Event:
+        try:
+            outcome = await body(rc)
+        except asyncio.CancelledError:
+            if rc.run_id not in self.cancelling:
+                # the caller went away (a timeout, an abandoned stream, shutdown):
+                # stop like a crash, but free the lease so the run resumes at once
+                await self._release(rc.lease)
+                raise
+            await self.store.cancel_run(rc.run_id)
+            return final_event(rc.run_id, await self.result(workflow, rc.run_id))
+        except LeaseLostError:
+            record = await self.store.get_run(rc.run_id)
+            if record is not None and record.status is RunStatus.CANCELLED:
+                return final_event(rc.run_id, await self.result(workflow, rc.run_id))
+            raise
+        except BaseException:
+            # a store error or a corrupt checkpoint: stop, but do not keep others out
+            await self._release(rc.lease)
+            raise
+        result = await self.result(workflow, rc.run_id, outcome)
+        return final_event(rc.run_id, result, outcome.state.meta.superstep)
+
+    async def _release(self, lease: Lease) -> None:
+        with contextlib.suppress(Exception):
+            await self.store.release_lease(lease)
+
+    async def _renew(self, rc: RunContext, task: asyncio.Task[Any]) -> None:
+        with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(self.lease_ttl / 3)
+                rc.lease = await self.store.renew_lease(rc.lease, self.lease_ttl)
+
+    async def result(self, workflow: Workflow, run_id: str,
+                     outcome: ThreadOutcome | None = None) -> RunResult:
+        """The run's current result (its head state, status, open requests, error)."""
+        record = await self.store.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(run_id)
+        if outcome is not None:
+            state = outcome.state
+        else:
+            rc = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
+            state = await ThreadRunner(rc, workflow).load(record.head_checkpoint_id or "")
+        open_rows = await self.store.get_requests(run_id, open_only=True)
+        return RunResult(
+            run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),
+            pending_requests=tuple(to_pending(r) for r in open_rows),
+            checkpoint_id=record.head_checkpoint_id or state.meta.id, error=record.error)

@@ -1,0 +1,237 @@
+"""The rows every store persists: runs, leases, checkpoints, journal and inbox.
+
+These frozen records are the vocabulary between the engine and the stores
+(see ``_protocols.py`` for the contracts). The SQL tables that hold them
+live apart, in ``sql/_tables.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..errors import RunLockedError, RunNotResumableError
+from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
+
+__all__ = [
+    "HEAD_MOVED",
+    "CheckpointMeta",
+    "CheckpointWrite",
+    "Claim",
+    "Commit",
+    "Lease",
+    "LoadedCheckpoint",
+    "RequestRow",
+    "RunRecord",
+    "RunUpdate",
+    "StatusMark",
+    "StepRow",
+    "TaskWrite",
+    "check_claimable",
+]
+
+HEAD_MOVED = "the head this commit extends has moved"
+
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to write to one run: whoever holds the current epoch."""
+
+    run_id: str
+    owner: str
+    epoch: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One row of the runs table."""
+
+    run_id: str
+    workflow_name: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    head_checkpoint_id: str | None
+    signature: str
+    max_supersteps: int = 100
+    error: ErrorInfo | None = None
+    forked_from: CheckpointRef | None = None
+    workflow_ref: str | None = None
+    input_digest: str | None = None
+    lease_owner: str | None = None
+    lease_epoch: int = 0
+    lease_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMeta:
+    """Everything about a checkpoint except channel payloads."""
+
+    id: str
+    run_id: str
+    thread: str
+    namespace: str
+    parent_id: str | None
+    seq: int
+    superstep: int
+    created_at: datetime
+    status: RunStatus
+    source: CheckpointSource
+    nodes: tuple[str, ...] = ()
+    routing_reason: str | None = None
+    next_tasks: tuple[str, ...] = ()
+    joins: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    value_versions: dict[str, int] = field(default_factory=dict)
+    log_lengths: dict[str, int] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointWrite:
+    """A new checkpoint: its metadata plus the channel data it adds.
+
+    ``values`` holds the bytes of every value channel whose version is this
+    checkpoint's ``seq``; ``appends`` holds, per log channel, a JSON array of
+    the items this checkpoint appends.
+    """
+
+    meta: CheckpointMeta
+    values: dict[str, bytes] = field(default_factory=dict)
+    appends: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedCheckpoint:
+    """A checkpoint read back: every value channel and every log chunk.
+
+    ``logs`` lists, per channel, the JSON arrays of the chunks appended by the
+    checkpoint and its ancestors in the thread, oldest first; the engine
+    concatenates them and keeps the first ``log_lengths[channel]`` items.
+    """
+
+    meta: CheckpointMeta
+    values: dict[str, bytes]
+    logs: dict[str, list[bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskWrite:
+    """The saved outcome of one finished task of a superstep not yet merged."""
+
+    run_id: str
+    checkpoint_id: str
+    node: str
+    data: bytes
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """The recorded result of one ``ctx.step`` call."""
+
+    run_id: str
+    checkpoint_id: str
+    node: str
+    name: str
+    data: bytes
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """A human-input request; open while ``answer`` is None."""
+
+    id: str
+    run_id: str
+    workflow_name: str
+    thread: str
+    checkpoint_id: str
+    node: str
+    index: int
+    payload: bytes
+    response_schema: bytes
+    created_at: datetime
+    answer: bytes | None = None
+    answered_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusMark:
+    """Change the status (and error) recorded on an existing checkpoint."""
+
+    checkpoint_id: str
+    status: RunStatus
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunUpdate:
+    """Change the run row: status, error, head; ``release`` frees the lease."""
+
+    status: RunStatus
+    head_checkpoint_id: str | None = None
+    error: ErrorInfo | None = None
+    release: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """What one transaction writes. Everything in it commits or nothing does.
+
+    ``extends`` is the run's head checkpoint the commit builds on (top-level
+    commits name it; a sub-workflow's commits leave it None): the store
+    refuses the commit when the head moved. A checkpoint is refused when its
+    thread's head is no longer its ``parent_id`` (or, for a first checkpoint,
+    when the thread is not empty). Applied in this order: ``answers``
+    (record answers to open requests), ``reopen`` (clear the answers of
+    these request ids, so they are open again), ``drop_open_requests``
+    (delete the run's open requests), ``requests`` (insert new ones; an
+    existing id is left as it is), ``task_writes``, ``mark``,
+    ``checkpoint``, ``run``. Raises ``LeaseLostError`` (lease gone or head
+    moved), ``UnknownRequestError`` (an answered or reopened id that does
+    not exist) or ``CheckpointNotFoundError`` (a mark on a missing
+    checkpoint), writing nothing.
+    """
+
+    lease: Lease
+    extends: str | None = None
+    checkpoint: CheckpointWrite | None = None
+    mark: StatusMark | None = None
+    task_writes: Sequence[TaskWrite] = ()
+    requests: Sequence[RequestRow] = ()
+    answers: dict[str, bytes] = field(default_factory=dict)
+    reopen: Sequence[str] = ()
+    drop_open_requests: bool = False
+    run: RunUpdate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A request to take ownership of a run (see ``RunStore.claim``).
+
+    ``answers`` maps open request ids to encoded answers, recorded in the
+    same transaction; ``expect_head`` refuses the claim when the run's head is
+    no longer that checkpoint.
+    """
+
+    run_id: str
+    owner: str
+    ttl: float
+    answers: Mapping[str, bytes] = field(default_factory=dict)
+    expect_head: str | None = None
+
+
+def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:
+    """Raise why ``run`` cannot be claimed now (every store applies this same rule)."""
+    if run.status.is_final:
+        raise RunNotResumableError(run.run_id, run.status.value)
+    if run.lease_owner is not None and run.lease_expires_at is not None \
+            and run.lease_expires_at > now:
+        raise RunLockedError(run.run_id, run.lease_owner,
+                             (run.lease_expires_at - now).total_seconds())
+    if claim.expect_head is not None and run.head_checkpoint_id != claim.expect_head:
+        raise RunLockedError(run.run_id, run.lease_owner or "another runtime", 0.0)
