@@ -214,8 +214,17 @@ class Runtime:
             return
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
-        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
-                                             answers=answers, expect_head=head))
+        try:
+            lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
+                                                 answers=answers, expect_head=head))
+        except (RunNotResumableError, RunLockedError):
+            # another execution moved the run on since it was read: answers it
+            # has already recorded are a no-op; anything else is refused
+            fresh = await self._require(run_id)
+            if fresh.status is RunStatus.RUNNING or not await self._only_repeats(fresh, responses):
+                raise
+            yield final_event(run_id, await self._exec.result(workflow, run_id))
+            return
 
         async def go(rc: RunContext) -> ThreadOutcome:
             for rid in answers:
