@@ -92,6 +92,15 @@ async def assert_linear(store: CheckpointStore, run_id: str) -> None:
         assert [m.parent_id for m in chain[1:]] == [m.id for m in chain[:-1]]
 
 
+async def answer(rt: Runtime, wf: Any, run_id: str, rid: str) -> Any:
+    """Answer ``rid`` after a random short delay; a locked run is an outcome, not a failure."""
+    await asyncio.sleep(random.uniform(0, 0.004))
+    try:
+        return await rt.resume(wf, run_id, responses={rid: True})
+    except RunLockedError as exc:
+        return exc
+
+
 async def test_two_runtimes_sending_one_answer_execute_it_once(
     store_factory: Callable[[], Any],
 ) -> None:
@@ -102,14 +111,8 @@ async def test_two_runtimes_sending_one_answer_execute_it_once(
             waiting = await rt1.run(wf, {})
             rid = waiting.pending_requests[0].id
 
-            async def answer(rt: Runtime) -> Any:
-                await asyncio.sleep(random.uniform(0, 0.004))
-                try:
-                    return await rt.resume(wf, waiting.run_id, responses={rid: True})
-                except RunLockedError as exc:
-                    return exc
-
-            outcomes = await asyncio.gather(answer(rt1), answer(rt2))
+            outcomes = await asyncio.gather(*(answer(rt, wf, waiting.run_id, rid)
+                                              for rt in (rt1, rt2)))
             assert calls["ask:answered"] == 1 and calls["publish"] == 1, (trial, outcomes)
             done = [o for o in outcomes if not isinstance(o, RunLockedError)]
             assert done and all(o.status is RunStatus.COMPLETED for o in done)
