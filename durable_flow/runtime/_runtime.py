@@ -207,10 +207,9 @@ class Runtime:
         if record.status.is_final and not await self._only_repeats(record, responses):
             raise RunNotResumableError(run_id, record.status.value)
         answers, _repeated = await check_responses(self.store, record, responses or {})
-        if responses and not answers and record.status in (
-                RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.CANCELLED):
+        if responses and not answers and record.status is not RunStatus.RUNNING:
             # a client re-sending answers that were already recorded: a no-op
-            yield final_event(run_id, await self._exec.result(workflow, run_id))
+            yield await self._repeated(workflow, run_id)
             return
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
@@ -220,10 +219,9 @@ class Runtime:
         except (RunNotResumableError, RunLockedError):
             # another execution moved the run on since it was read: answers it
             # has already recorded are a no-op; anything else is refused
-            fresh = await self._require(run_id)
-            if fresh.status is RunStatus.RUNNING or not await self._only_repeats(fresh, responses):
+            if not await self._only_repeats(await self._require(run_id), responses):
                 raise
-            yield final_event(run_id, await self._exec.result(workflow, run_id))
+            yield await self._repeated(workflow, run_id)
             return
 
         async def go(rc: RunContext) -> ThreadOutcome:
@@ -293,6 +291,18 @@ class Runtime:
             return await commit_update(rc, workflow, plan)
         finally:
             await self.store.release_lease(rc.lease)
+
+    async def _repeated(self, workflow: Workflow, run_id: str) -> Event:
+        """The result for answers that were all recorded before: the run as it stands.
+
+        While another execution still runs with them, that is ``RunLockedError``.
+        """
+        record = await self._require(run_id)
+        if record.status is RunStatus.RUNNING and record.lease_expires_at is not None:
+            left = (record.lease_expires_at - utcnow()).total_seconds()
+            if left > 0:
+                raise RunLockedError(run_id, record.lease_owner or "another runtime", left)
+        return final_event(run_id, await self._exec.result(workflow, run_id))
 
     async def _only_repeats(self, record: RunRecord,
                             responses: Mapping[str, Any] | None) -> bool:
