@@ -182,10 +182,12 @@ class GuardError(DurableFlowError):
 class SubworkflowError(DurableFlowError):
     """A nested workflow failed; names the inner path and the original error."""
 
-    def __init__(self, path: str, error_type: str, message: str) -> None:
+    def __init__(self, path: str, error_type: str, message: str,
+                 traceback: str | None = None) -> None:
         self.path = path
         self.error_type = error_type
         self.error_message = message
+        self.inner_traceback = traceback
         super().__init__(f"sub-workflow failed at {path}: {error_type}: {message}")
 
 

@@ -228,7 +228,7 @@ async def test_command_routes_updates_and_keeps_its_reason(rt: Runtime) -> None:
     assert result.state.title == "decided" and result.state.log == ["right"]
     history = await rt.history(result.run_id)
     assert history[1].nodes == ("decide",)
-    assert history[1].routing_reason == "decide: x is 3"
+    assert history[1].routing_reason == "x is 3"  # Command(reason=...) kept verbatim
 
 
 async def test_command_goto_list_and_end(rt: Runtime) -> None:

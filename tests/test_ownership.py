@@ -308,3 +308,22 @@ def test_lease_ttl_must_be_a_positive_finite_number(ttl: float) -> None:
 async def test_prune_refuses_a_negative_age(rt: Runtime) -> None:
     with pytest.raises(InvalidInputError, match="older_than"):
         await rt.prune(older_than=timedelta(days=-1))
+
+
+async def test_history_pages_and_checks_its_arguments(rt: Runtime) -> None:
+    wf = approval(collections.Counter())
+    waiting = await rt.run(wf, {})
+    rid = waiting.pending_requests[0].id
+    await rt.resume(wf, waiting.run_id, responses={rid: True})
+    everything = await rt.history(waiting.run_id)
+    assert len(everything) == 3
+    first = await rt.history(waiting.run_id, limit=2)
+    rest = await rt.history(waiting.run_id, limit=2, before=first[-1].id)
+    assert [c.id for c in first + rest] == [c.id for c in everything]
+    for bad in ({"limit": 0}, {"limit": True}, {"before": 3}, {"namespace": None}):
+        with pytest.raises(InvalidInputError):
+            await rt.history(waiting.run_id, **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        await rt.list_runs(status="nope")
+    with pytest.raises(InvalidInputError):
+        await rt.list_runs(workflow_name=3)  # type: ignore[arg-type]

@@ -332,14 +332,11 @@ class ThreadRunner:
         if outcome.status is RunStatus.WAITING:
             raise Interrupt([])
         if outcome.status is RunStatus.FAILED:
-            exc = outcome.exception
             err = outcome.error
-            if isinstance(exc, SubworkflowError):
-                raised = SubworkflowError(exc.path, exc.error_type, exc.error_message)
-            else:
-                raised = SubworkflowError(
-                    err.node if err and err.node else child.namespace,
-                    err.type if err else "Error", err.message if err else "failed")
+            if err is None:  # pragma: no cover - a failed outcome always carries its error
+                err = ErrorInfo(type="Error", message="failed", node=child.namespace)
+            raised = SubworkflowError(err.node or child.namespace, err.type, err.message,
+                                      err.traceback)
             self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(spec.id),
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
@@ -443,8 +440,11 @@ class ThreadRunner:
                     reopen: list[str] | None = None) -> ThreadOutcome:
         qual = self.qualify(node) if node else (self.namespace or None)
         if isinstance(exc, SubworkflowError):
-            qual = exc.path
-        err = ErrorInfo.from_exception(exc, qual)
+            # the run's error names the inner exception itself, where it was raised
+            err = ErrorInfo(type=exc.error_type, message=exc.error_message, node=exc.path,
+                            traceback=exc.inner_traceback)
+        else:
+            err = ErrorInfo.from_exception(exc, qual)
         run = RunUpdate(status=RunStatus.FAILED, error=err, release=True) if self.top else None
         await self.rc.commit(
             extends=self._extends(st.meta),

@@ -97,7 +97,7 @@ def route(
     router = _Router(wf, state, joins)
     for done in sorted(completed, key=lambda c: c.node):
         if done.reason:
-            router.reasons.append(f"{done.node}: {done.reason}")
+            router.reasons.append(done.reason)  # the node's own words, verbatim
         router.complete(done.node, done.goto, frozenset({done.node}))
     if any(done.node in wf.exits for done in completed):
         return Routed(next_tasks=(), joins={}, reason=router.result().reason,

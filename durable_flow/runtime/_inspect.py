@@ -68,12 +68,22 @@ class Inspector:
         except ValueError:
             known = ", ".join(s.value for s in RunStatus)
             raise InvalidInputError(f"unknown run status {status!r} (one of: {known})") from None
+        if workflow is not None and not isinstance(workflow, str):
+            raise InvalidInputError(f"workflow_name must be a string, got {workflow!r}")
         return [self.info(r) for r in await self.store.list_runs(status=st, workflow_name=workflow)]
 
-    async def history(self, run_id: str, namespace: str) -> list[CheckpointInfo]:
-        """Checkpoint infos of one namespace, newest first."""
+    async def history(self, run_id: str, namespace: str, limit: int | None = None,
+                      before: str | None = None) -> list[CheckpointInfo]:
+        """Checkpoint infos of one namespace, newest first; ``before`` and ``limit`` page it."""
+        _check_history_args(run_id, namespace, limit, before)
         await self.record(run_id)
-        return [to_info(m) for m in await self.store.list_checkpoints(run_id, namespace=namespace)]
+        metas = await self.store.list_checkpoints(run_id, namespace=namespace)
+        if before is not None:
+            at = next((i for i, m in enumerate(metas) if m.id == before), None)
+            if at is None:
+                raise CheckpointNotFoundError(run_id, before)
+            metas = metas[at + 1:]
+        return [to_info(m) for m in (metas if limit is None else metas[:limit])]
 
     async def snapshot(self, run_id: str, checkpoint_id: str | None, namespace: str) -> Snapshot:
         """The state at a checkpoint, nested sub-workflows included."""
@@ -115,3 +125,15 @@ class Inspector:
             node_histories=histories, next_tasks=meta.next_tasks,
             pending_requests=tuple(pending), subworkflows=subs, namespace=meta.namespace,
             created_at=meta.created_at)
+
+
+def _check_history_args(run_id: object, namespace: object, limit: object,
+                        before: object) -> None:
+    if not isinstance(run_id, str):
+        raise InvalidInputError(f"run_id must be a string, got {run_id!r}")
+    if not isinstance(namespace, str):
+        raise InvalidInputError(f"namespace must be a string, got {namespace!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+    if before is not None and not isinstance(before, str):
+        raise InvalidInputError(f"before must be a checkpoint id, got {before!r}")

@@ -329,9 +329,14 @@ class Runtime:
         """One run's record (status, head, error, fork origin); ``RunNotFoundError`` if unknown."""
         return self._inspect.info(await self._require(run_id))
 
-    async def history(self, run_id: str, *, namespace: str = "") -> list[CheckpointInfo]:
-        """Checkpoints of a run (one namespace), newest first."""
-        return await self._inspect.history(run_id, namespace)
+    async def history(self, run_id: str, *, namespace: str = "", limit: int | None = None,
+                      before: str | None = None) -> list[CheckpointInfo]:
+        """Checkpoints of a run (one namespace), newest first.
+
+        Page with ``limit`` (at most that many) and ``before`` (only checkpoints
+        older than that checkpoint id, e.g. the last id of the previous page).
+        """
+        return await self._inspect.history(run_id, namespace, limit, before)
 
     async def list_runs(self, *, status: RunStatus | str | None = None,
                         workflow_name: str | None = None) -> list[RunInfo]:
