@@ -11,7 +11,7 @@ import asyncio
 import collections
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -327,3 +327,32 @@ async def test_history_pages_and_checks_its_arguments(rt: Runtime) -> None:
         await rt.list_runs(status="nope")
     with pytest.raises(InvalidInputError):
         await rt.list_runs(workflow_name=3)  # type: ignore[arg-type]
+
+
+async def test_a_run_left_running_with_nothing_to_do_is_completed_by_resume_and_recover(
+    store: Any,
+) -> None:
+    """A run whose status never reached the store (a crash) is repaired, not stranded."""
+    from durable_flow.engine._loop import RunContext, ThreadRunner
+    from durable_flow.model._routing import Routed
+    from durable_flow.store._protocols import RunRecord
+
+    wf = approval(collections.Counter())
+    async with Runtime(store, lease_ttl=5) as rt:
+        for run_id in ("via-resume", "via-recover"):
+            lease = Lease(run_id, "dead", 1, datetime.now(UTC) - timedelta(seconds=1))
+            runner = ThreadRunner(RunContext(rt.store, lease, wf.name, None), wf)
+            write, _ = runner.first_checkpoint({"approved": True, "notes": []},
+                                               Routed((), {}, None))
+            now = datetime.now(UTC)
+            await rt.store.create_run(RunRecord(
+                run_id, wf.name, RunStatus.RUNNING, now, now, write.meta.id, wf.signature),
+                [write], lease)
+        resumed = await rt.resume(wf, "via-resume")
+        recovered = await rt.recover(wf)
+        assert resumed.status is RunStatus.COMPLETED
+        assert [r.run_id for r in recovered] == ["via-recover"]
+        assert recovered[0].status is RunStatus.COMPLETED
+        for run_id in ("via-resume", "via-recover"):
+            info = await rt.get_run(run_id)
+            assert info.status is RunStatus.COMPLETED
