@@ -38,6 +38,7 @@ from ..model._records import (
 from ..model._routing import route_entry
 from ..store._protocols import CheckpointStore, Lease, RunRecord, RunUpdate
 from ._inspect import Inspector, to_pending
+from ._lease import keep_lease
 from ._responses import check_responses
 
 __all__ = ["Runtime"]
@@ -305,10 +306,7 @@ class Runtime:
                                         "checkpoint_id": result.checkpoint_id}, result=result)
 
     async def _renew(self, rc: RunContext) -> None:
-        with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(self.lease_ttl / 3)
-                rc.lease = await self.store.renew_lease(rc.lease, self.lease_ttl)
+        await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)
 
     async def _result(self, workflow: Workflow, run_id: str,
                       outcome: ThreadOutcome | None = None) -> RunResult:
