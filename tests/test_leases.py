@@ -146,14 +146,14 @@ async def test_a_failed_renewal_is_retried_and_logged_so_no_one_takes_the_run_ov
     gate, started = asyncio.Event(), asyncio.Event()
     wf = gated(gate, started)
     store_a = store_factory()
-    async with Runtime(store_a, owner="A", lease_ttl=0.3) as a, \
+    async with Runtime(store_a, owner="A", lease_ttl=0.6) as a, \
             Runtime(store_factory(), owner="B") as b:
         flaky_renewal(store_a, monkeypatch, failures=2)
         with capture_logs() as logs:
             running = asyncio.create_task(a.run(wf, {}, run_id="r1"))
             await started.wait()
-            for _ in range(6):  # four lease lifetimes
-                await asyncio.sleep(0.2)
+            for _ in range(8):  # four lease lifetimes
+                await asyncio.sleep(0.3)
                 with pytest.raises(RunLockedError):
                     await asyncio.wait_for(b.resume(wf, "r1"), 2)
             gate.set()
