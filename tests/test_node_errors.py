@@ -233,6 +233,50 @@ async def test_a_step_write_cut_by_a_final_timeout_is_recorded_before_the_run_fa
     assert calls == {"charge": 1}
 
 
+async def test_a_step_write_in_flight_when_the_caller_goes_away_is_kept(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: collections.Counter[str] = collections.Counter()
+    writing = asyncio.Event()
+    put_step = rt.store.put_step
+
+    async def slow_put_step(lease: Any, row: Any) -> None:
+        writing.set()
+        await asyncio.sleep(0.3)
+        await put_step(lease, row)
+
+    async def work(state: Box, ctx: NodeContext) -> dict[str, Any]:
+        receipt = await ctx.step("charge", lambda: calls.update(["charge"]) or "receipt-1")
+        return {"value": receipt}
+
+    wf = one_node(work)
+    monkeypatch.setattr(rt.store, "put_step", slow_put_step)
+    caller = asyncio.create_task(rt.run(wf, {}, run_id="left"))
+    await writing.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    monkeypatch.setattr(rt.store, "put_step", put_step)
+    done = await rt.resume(wf, "left")
+    assert done.status is RunStatus.COMPLETED
+    assert calls == {"charge": 1}
+
+
+async def test_a_step_wrapped_runtime_error_raised_from_is_not_retried(rt: Runtime) -> None:
+    calls: collections.Counter[str] = collections.Counter()
+
+    async def work(state: Box, ctx: NodeContext) -> dict[str, Any]:
+        calls["work"] += 1
+        try:
+            await ctx.step("blob", lambda: object())
+        except Exception as exc:
+            raise RuntimeError("could not keep the blob") from exc
+        return {}
+
+    result = await rt.run(one_node(work, **RETRY3), {})
+    assert result.error is not None and result.error.type == "RuntimeError"
+    assert calls == {"work": 1}
+
+
 # a node raising CancelledError itself ---------------------------------------------------
 
 

@@ -321,9 +321,9 @@ class ThreadRunner:
                          error=f"{type(exc).__name__}: {exc}")
             return failed(node, exc)
         finally:
-            if not cancelled_from_outside():
-                # a step write that a timed-out attempt left running lands before the outcome
-                await io.settle()
+            # a step write whose fn ran lands before the outcome, and before the
+            # lease is released when the run is being stopped
+            await io.settle()
         self.rc.emit("node_completed", self.namespace, step, qual, keys=sorted(result.update))
         return result
 
