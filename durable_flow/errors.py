@@ -32,6 +32,10 @@ well as a readable message::
 
 Control flow that user code must not swallow (a node pausing for a person)
 is not an error: see ``durable_flow.engine._context.Interrupt`` (a ``BaseException``).
+
+An error the runtime raises inside a node (through ``ctx.step``,
+``ctx.request``, or a lost lease) has ``raised_by_runtime`` set: a node's
+``RetryPolicy`` never retries it, nor an error the node raises from it.
 """
 
 from __future__ import annotations
@@ -69,7 +73,17 @@ __all__ = [
 
 
 class DurableFlowError(Exception):
-    """Root of every error raised by durable-flow."""
+    """Root of every error raised by durable-flow.
+
+    ``raised_by_runtime`` is True on an error the runtime itself raised
+    inside a node (recording a ``ctx.step``, asking through ``ctx.request``,
+    a lost lease). Retrying the node could not cure it and would repeat the
+    side effects before it, so a ``RetryPolicy`` never retries it. The same
+    class raised by a node's own code stays False and is retried as
+    configured.
+    """
+
+    raised_by_runtime: bool = False
 
 
 class WorkflowValidationError(DurableFlowError):
@@ -309,6 +323,9 @@ class LeaseLostError(StoreError):
 
     Nothing was written. ``reason`` says which.
     """
+
+    # only the runtime loses a lease, wherever the error is raised
+    raised_by_runtime = True
 
     def __init__(self, run_id: str, epoch: int, reason: str | None = None) -> None:
         self.run_id = run_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import weakref
 from collections.abc import Awaitable, Callable
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import DuplicateStepError, SerializationError
+from ..errors import DuplicateStepError, DurableFlowError, LeaseLostError, SerializationError
 from ..model._clock import utcnow
 from ..model._messages import Message
 from ..model._serde import decode, encode
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Interrupt", "NodeContext"]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=DurableFlowError)
 
 
 class Interrupt(BaseException):
@@ -49,6 +52,44 @@ class TaskIO:
     request_prefix: str
     answered: dict[int, RequestRow] = field(default_factory=dict)
     steps: dict[str, bytes] = field(default_factory=dict)
+    writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def has_step(self, name: str) -> bool:
+        """True once a result for ``name`` is recorded or being recorded."""
+        return name in self.steps or name in self.writes
+
+    def record_step(self, row: StepRow) -> None:
+        """Start writing a step result in a task of its own.
+
+        The write runs to its end even when the attempt that started it is
+        cancelled (a node timeout): ``fn`` has run, so its result must not be
+        lost, and a later attempt reads it instead of calling ``fn`` again.
+        """
+        async def write() -> None:
+            try:
+                await self.run.put_step(row)
+            except LeaseLostError as exc:
+                self.run.fence.lose(exc)
+                raise
+            self.steps[row.name] = row.data
+
+        task = asyncio.create_task(write())
+        # an attempt that was cancelled never reads the outcome; settle() does
+        task.add_done_callback(_retrieve)
+        self.writes[row.name] = task
+
+    async def step_result(self, name: str) -> bytes:
+        """The recorded result of ``name``, once its write (if any) has finished."""
+        write = self.writes.get(name)
+        if write is not None:
+            await asyncio.shield(write)
+        return self.steps[name]
+
+    async def settle(self) -> None:
+        """Wait for every step write still running; their errors were raised to the node."""
+        for write in list(self.writes.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(write)
 
     async def run_input(self) -> dict[str, Any]:
         """Plain values of this thread's oldest checkpoint, read once per run execution."""
@@ -64,6 +105,17 @@ class TaskIO:
                 values, _ = decode_raw(await store.load_checkpoint(run_id, first.id))
             cache[self.thread] = values
         return cache[self.thread]
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _own(exc: E) -> E:
+    """Mark an error as the runtime's own, so no ``RetryPolicy`` retries it."""
+    exc.raised_by_runtime = True
+    return exc
 
 
 # Keyed weakly by the run execution, so the cache lives exactly as long as the run.
@@ -103,7 +155,11 @@ class NodeContext:
 
         Inside a sub-workflow these are the sub-workflow's input values.
         """
-        return await self._io.run_input()
+        try:
+            return await self._io.run_input()
+        except DurableFlowError as exc:
+            _own(exc)
+            raise
 
     @property
     def history(self) -> list[Message]:
@@ -150,7 +206,7 @@ class NodeContext:
         try:
             data = encode(payload)
         except TypeError as exc:
-            raise SerializationError(self.node, "request payload", str(exc)) from None
+            raise _own(SerializationError(self.node, "request payload", str(exc))) from None
         schema = orjson.dumps(adapter.json_schema())
         rid = f"{self._io.request_prefix}{self.node.rsplit('.', 1)[-1]}@{self.superstep}#{index}"
         return RequestRow(
@@ -164,24 +220,31 @@ class NodeContext:
 
         ``fn`` may be sync or async; its result must be storable. If ``fn``
         has a return annotation, the recorded result is validated into it.
+        The result is written to the store before ``step`` returns; an error
+        the runtime raises here (a duplicate name, a result that cannot be
+        stored, a failed write, a lost lease) is never retried by the node's
+        ``RetryPolicy``, while an error ``fn`` raises is the node's own.
         """
         if name in self._step_names:
-            raise DuplicateStepError(self.node, name)
+            raise _own(DuplicateStepError(self.node, name))
         self._step_names.add(name)
         adapter = _return_adapter(fn)
-        recorded = self._io.steps.get(name)
-        if recorded is None:
+        if not self._io.has_step(name):
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
             try:
-                recorded = encode(result)
+                data = encode(result)
             except TypeError as exc:
-                raise SerializationError(self.node, f"step {name!r}", str(exc)) from None
-            await self._io.run.put_step(StepRow(
+                raise _own(SerializationError(self.node, f"step {name!r}", str(exc))) from None
+            self._io.record_step(StepRow(
                 run_id=self.run_id, checkpoint_id=self._io.checkpoint_id, node=self.node,
-                name=name, data=recorded, created_at=utcnow()))
-            self._io.steps[name] = recorded
+                name=name, data=data, created_at=utcnow()))
+        try:
+            recorded = await self._io.step_result(name)
+        except DurableFlowError as exc:
+            _own(exc)
+            raise
         value = decode(recorded)
         if adapter is None:
             return cast(T, value)

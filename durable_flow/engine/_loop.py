@@ -25,6 +25,7 @@ from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
 from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
+from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..store._protocols import (
     CheckpointMeta,
@@ -40,7 +41,15 @@ from ..store._protocols import (
 )
 from ._context import Interrupt, TaskIO
 from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
-from ._task import TaskResult, call_node, failed, interrupted, make_context, normalize
+from ._task import (
+    TaskFence,
+    TaskResult,
+    call_node,
+    failed,
+    interrupted,
+    make_context,
+    normalize,
+)
 
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
 
@@ -57,6 +66,7 @@ class RunContext:
         self.run_id = lease.run_id
         self.workflow_name = workflow_name
         self._emit = emit
+        self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
 
     def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
              **data: Any) -> None:
@@ -217,7 +227,11 @@ class ThreadRunner:
         """Run tasks concurrently; save each finished write while siblings still run.
 
         Returns the results and the nodes whose writes were saved on the way.
+        A lost lease (seen by the renewal or by any write of the run) cancels
+        every task at once; they are awaited and ``LeaseLostError`` is raised.
         """
+        fence = self.rc.fence
+        fence.check()
         saved_now: set[str] = set()
         if not todo:
             return [], saved_now
@@ -225,21 +239,27 @@ class ThreadRunner:
         flusher: asyncio.Task[None] | None = None
         pending = {asyncio.create_task(
             self._run_task(n, st, step, snapshot, answered.get(n, {}), resumed)) for n in todo}
+        for task in pending:
+            fence.track(task)
         results: list[TaskResult] = []
 
         async def flush() -> None:
             while queue:
                 batch = list(queue)
                 queue.clear()
-                await self.rc.store.put_task_writes(self.rc.lease, [self._task_write(st, r)
-                                                                    for r in batch])
+                try:
+                    await self.rc.store.put_task_writes(
+                        self.rc.lease, [self._task_write(st, r) for r in batch])
+                except LeaseLostError as exc:
+                    fence.lose(exc)
+                    raise
                 saved_now.update(r.node for r in batch)
 
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
-                    res = fut.result()
+                    res = _task_outcome(fut, fence)
                     results.append(res)
                     if res.kind == "done" and pending:
                         queue.append(res)
@@ -248,10 +268,8 @@ class ThreadRunner:
             if flusher is not None:
                 await flusher
         finally:
-            for fut in pending:
-                fut.cancel()
-            if flusher is not None and not flusher.done():
-                flusher.cancel()
+            await _stop(pending, flusher)
+        fence.check()  # a node that swallowed the lost lease does not get its result committed
         return results, saved_now
 
     def _task_write(self, st: ThreadState, r: TaskResult) -> TaskWrite:
@@ -292,22 +310,32 @@ class ThreadRunner:
             out = await (spec.retry.call(attempt, on_retry) if spec.retry else attempt())
             result = normalize(spec, self.schema, out, holder[0])
         except Interrupt as exc:
-            for req in exc.requests:
-                self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
-            for rid, reason in exc.reopen.items():
-                log.warning("answer_rejected", request_id=rid, reason=reason)
-                self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,
-                             rejected_answer=reason)
-            return interrupted(node, exc)
+            return self._interrupted(node, qual, step, log, exc)
         except LeaseLostError:
             raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and cancelled_from_outside():
+                raise  # the run is being stopped; a node raising CancelledError just fails
             log.error("node_failed", error=f"{type(exc).__name__}: {exc}")
             self.rc.emit("node_failed", self.namespace, step, qual,
                          error=f"{type(exc).__name__}: {exc}")
             return failed(node, exc)
+        finally:
+            # a step write whose fn ran lands before the outcome, and before the
+            # lease is released when the run is being stopped
+            await io.settle()
         self.rc.emit("node_completed", self.namespace, step, qual, keys=sorted(result.update))
         return result
+
+    def _interrupted(self, node: str, qual: str, step: int, log: Any,
+                     exc: Interrupt) -> TaskResult:
+        for req in exc.requests:
+            self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
+        for rid, reason in exc.reopen.items():
+            log.warning("answer_rejected", request_id=rid, reason=reason)
+            self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,
+                         rejected_answer=reason)
+        return interrupted(node, exc)
 
     # sub-workflows ------------------------------------------------------------
     async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int) -> Any:
@@ -452,6 +480,32 @@ class ThreadRunner:
             task_writes=[self._task_write(st, r) for r in unsaved],
             requests=requests or [], reopen=reopen or [], run=run)
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
+
+
+def _task_outcome(fut: asyncio.Task[TaskResult], fence: TaskFence) -> TaskResult:
+    """A finished task's result; a task stopped by a lost lease raises the ``LeaseLostError``."""
+    if fut.cancelled():
+        fence.check()
+    elif isinstance(exc := fut.exception(), LeaseLostError):
+        fence.lose(exc)
+    return fut.result()
+
+
+async def _stop(pending: set[asyncio.Task[TaskResult]], flusher: asyncio.Task[None] | None) -> None:
+    """Cancel the tasks still running and wait until they have stopped.
+
+    A failed flusher's error was already acted on (a lost lease stopped the
+    tasks); it is read here so it is not reported as never retrieved.
+    """
+    tasks: list[asyncio.Task[Any]] = [*pending]
+    if flusher is not None:
+        tasks.append(flusher)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+    if flusher is not None and not flusher.cancelled():
+        flusher.exception()
 
 
 def _join_arrays(chunks: list[bytes]) -> bytes:

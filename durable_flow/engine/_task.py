@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from ..errors import InvalidGotoError, StateUpdateError
+from ..errors import InvalidGotoError, LeaseLostError, StateUpdateError
 from ..model._graph import END, Command, NodeSpec
 from ..model._messages import Message
 from ..model._serde import decode
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..model._blackboard import StateSchema
     from ..store._protocols import RequestRow
 
-__all__ = ["TaskResult", "call_node", "normalize"]
+__all__ = ["TaskFence", "TaskResult", "call_node", "normalize"]
 
 TaskKind = Literal["done", "interrupted", "failed"]
 
@@ -62,6 +62,39 @@ class TaskResult:
         result.encoded = {f: encode_field(node, f, v) for f, v in update.items()}
         result.history_bytes = encode_field(node, "history", history) if history else None
         return result
+
+
+class TaskFence:
+    """The running tasks of one run execution, stopped together when its lease is lost.
+
+    Every task of the run (sub-workflows' included) is tracked; ``lose``
+    cancels them all at once, so no node keeps running, and producing side
+    effects, after another runtime took the run over. ``lost`` is the error
+    that stopped them; the engine raises it once the tasks are done.
+    """
+
+    def __init__(self) -> None:
+        self.lost: LeaseLostError | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Follow ``task`` until it ends (cancelled at once if the lease is already lost)."""
+        if self.lost is not None:
+            task.cancel()
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def lose(self, exc: LeaseLostError) -> None:
+        """The lease is gone: cancel every tracked task."""
+        if self.lost is None:
+            self.lost = exc
+        for task in list(self._tasks):
+            task.cancel()
+
+    def check(self) -> None:
+        """Raise the ``LeaseLostError`` if the lease was lost."""
+        if self.lost is not None:
+            raise self.lost
 
 
 async def call_node(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -10,13 +11,13 @@ from typing import Any, TypeVar
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_exponential,
     wait_random,
 )
 
-from ..errors import InvalidInputError
+from ..errors import DurableFlowError, InvalidInputError
 
 __all__ = ["RetryPolicy"]
 
@@ -31,8 +32,12 @@ class RetryPolicy:
     by ``backoff`` up to ``max_delay``, with random jitter unless disabled.
     Only exceptions that are instances of ``retry_on`` (a tuple of exception
     classes; one class is taken as a tuple of one) are retried; a node
-    timeout raises ``TimeoutError`` inside the task. Bad values raise
-    ``InvalidInputError`` at once.
+    timeout raises ``TimeoutError`` inside the task. Never retried, whatever
+    ``retry_on`` says: the runtime's own errors (``raised_by_runtime``, see
+    ``DurableFlowError``), also when the node raised its own error from one
+    or while handling one, and a cancellation of the task from outside (a
+    ``CancelledError`` the node raises itself is retried only when listed).
+    Bad values raise ``InvalidInputError`` at once.
     """
 
     max_attempts: int = 3
@@ -81,9 +86,46 @@ class RetryPolicy:
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts), wait=wait,
-            retry=retry_if_exception_type(self.retry_on), before_sleep=before_sleep,
-            reraise=True)
+            retry=retry_if_exception(self.should_retry), before_sleep=before_sleep, reraise=True)
         return await retrying(fn)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        """Whether this policy tries again after ``exc`` (called inside the failing task)."""
+        if isinstance(exc, asyncio.CancelledError) and cancelled_from_outside():
+            return False
+        return isinstance(exc, self.retry_on) and not raised_by_runtime(exc)
+
+
+def raised_by_runtime(exc: BaseException) -> bool:
+    """True if ``exc``, its cause, its context or a grouped error is the runtime's own error.
+
+    The context counts too: a node that catches a lost lease and raises its
+    own error in the ``except`` block must not run its side effects again.
+    """
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, DurableFlowError) and err.raised_by_runtime:
+            return True
+        todo.extend(e for e in (err.__cause__, err.__context__) if e is not None)
+        if isinstance(err, BaseExceptionGroup):
+            todo.extend(err.exceptions)
+    return False
+
+
+def cancelled_from_outside() -> bool:
+    """True while the current task is being cancelled, as opposed to code raising ``CancelledError``.
+
+    A node that raises ``CancelledError`` itself fails like any other node;
+    a cancellation requested of its task (the caller went away,
+    ``Runtime.cancel``, a lost lease) must propagate, never be retried.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _check_number(name: str, value: object, minimum: float, what: str, *,

@@ -21,6 +21,7 @@ from ..model._graph import Workflow
 from ..model._records import Event, EventKind, RunResult, RunStatus
 from ..store._protocols import CheckpointStore, Lease
 from ._inspect import to_pending
+from ._lease import keep_lease
 
 __all__ = ["Body", "Executor", "final_event"]
 
@@ -61,7 +62,7 @@ class Executor:
         rc = RunContext(self.store, lease, workflow.name, queue.put_nowait if events else None)
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
-        renew = asyncio.create_task(self._renew(rc, task))
+        renew = asyncio.create_task(self._renew(rc))
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -103,11 +104,8 @@ class Executor:
         with contextlib.suppress(Exception):
             await self.store.release_lease(lease)
 
-    async def _renew(self, rc: RunContext, task: asyncio.Task[Any]) -> None:
-        with contextlib.suppress(LeaseLostError, asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(self.lease_ttl / 3)
-                rc.lease = await self.store.renew_lease(rc.lease, self.lease_ttl)
+    async def _renew(self, rc: RunContext) -> None:
+        await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)
 
     async def result(self, workflow: Workflow, run_id: str,
                      outcome: ThreadOutcome | None = None) -> RunResult:
