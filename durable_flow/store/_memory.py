@@ -59,9 +59,11 @@ class MemoryStore:
 
     # runs -----------------------------------------------------------------
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
-        """Insert a run with its first checkpoint(s)."""
+        """Insert a run with its first checkpoint(s) and the rows recorded against them."""
         async with self._lock:
             if run.run_id in self._runs:
                 raise ValueError(f"run {run.run_id} already exists")
@@ -71,6 +73,12 @@ class MemoryStore:
             self._runs[run.run_id] = run
             for cp in checkpoints:
                 self._insert_checkpoint(cp)
+            self._save_task_writes(task_writes)
+            for row in steps:
+                self._steps.setdefault((row.run_id, row.checkpoint_id, row.node), {})[
+                    row.name] = row.data
+            for req in requests:
+                self._requests.setdefault((run.run_id, req.id), req)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""

@@ -232,9 +232,16 @@ class CheckpointStore(Protocol):
         ...
 
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
-        """Insert a run with its first checkpoint(s) (and lease, if given) atomically."""
+        """Insert a run with its first checkpoint(s) (and lease, if given) atomically.
+
+        ``task_writes``, ``steps`` and ``requests`` (open or answered, saved as
+        given) are inserted in the same transaction: a fork copies with them
+        what was recorded for the supersteps it continues.
+        """
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:

@@ -67,6 +67,32 @@ async def test_create_run_twice_fails(store: CheckpointStore) -> None:
         await store.create_run(make_run("r1"), [], None)
 
 
+async def test_create_run_saves_the_rows_recorded_against_its_checkpoints(
+    store: CheckpointStore,
+) -> None:
+    """A fork starts with the task writes, steps and requests of the superstep it continues."""
+    top = Chain("r1")
+    base = top.next(values={"a": 1}, next_tasks=("side", "sub"))
+    inner = top.sub("sub")
+    inner_cp = inner.next(values={"b": 2})
+    asked = dataclasses.replace(request("r1", inner.head.id, "sub@1/ask@1#0", created=at(3)),
+                                thread=inner.thread, node="sub.ask")
+    answered = dataclasses.replace(request("r1", base.meta.id, "side@1#0", node="side"),
+                                   answer=b"true", answered_at=at(5))
+    writes = [task_write("r1", base.meta.id, "side")]
+    steps = [step("r1", base.meta.id, "side", "fetch", b'"data"')]
+    await store.create_run(make_run("r1"), [base, inner_cp], None, task_writes=writes,
+                           steps=steps, requests=[asked, answered])
+    assert await store.get_task_writes("r1", base.meta.id) == writes
+    assert await store.get_steps("r1", base.meta.id, "side") == {"fetch": b'"data"'}
+    assert await store.get_requests("r1") == [answered, asked]
+    assert await store.pending_requests() == [asked]
+    with pytest.raises(ValueError, match="already exists"):  # and writes none of its rows
+        await store.create_run(make_run("r1"), [], None, steps=[
+            step("r1", base.meta.id, "side", "other", b"1")])
+    assert await store.get_steps("r1", base.meta.id, "side") == {"fetch": b'"data"'}
+
+
 async def test_list_runs_newest_first_with_filters(store: CheckpointStore) -> None:
     specs = [("a", "wf1", RunStatus.RUNNING, 1), ("b", "wf2", RunStatus.WAITING, 2),
              ("c", "wf1", RunStatus.WAITING, 3), ("d", "wf1", RunStatus.WAITING, 3)]

@@ -174,9 +174,14 @@ def _check_lease(q: Queries, lease: Lease) -> Tx[None]:
 
 
 def create_run_tx(
-    q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+    q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+    task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+    requests: Sequence[RequestRow] = (),
 ) -> Tx[None]:
-    """Insert a run, its first checkpoints and its lease; ValueError if it exists."""
+    """Insert a run, its first checkpoints, their recorded rows and its lease.
+
+    ValueError if the run exists.
+    """
     if (yield from fetch(q.run_lease, run_id=run.run_id)):
         raise ValueError(f"run {run.run_id} already exists")
     params = t.run_params(run)
@@ -186,6 +191,11 @@ def create_run_tx(
     yield from execute(q.run_insert, **params)
     for cp in checkpoints:
         yield from insert_checkpoint(q, cp)
+    yield from _save_task_writes(q, task_writes)
+    yield from execute_many(q.step_upsert, [
+        {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
+         "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
+    yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
 
 
 def get_run_tx(q: Queries, run_id: str) -> Tx[RunRecord | None]:
@@ -497,10 +507,13 @@ class SqlStore(abc.ABC):
         """Release connections."""
 
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
-        """Insert a run with its first checkpoint(s) (and lease) atomically."""
-        await self.driver.run(create_run_tx(self._q, run, checkpoints, lease), write=True)
+        """Insert a run with its first checkpoint(s), their recorded rows and lease atomically."""
+        await self.driver.run(create_run_tx(self._q, run, checkpoints, lease, task_writes,
+                                            steps, requests), write=True)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""
