@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import sqlite3
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -16,11 +18,13 @@ from durable_flow import (
     RunResult,
     RunStatus,
     Runtime,
+    SqliteStore,
     Workflow,
     WorkflowBuilder,
     append,
 )
 from durable_flow.model._clock import utcnow
+from durable_flow.model._records import CheckpointInfo
 from durable_flow.store._protocols import CheckpointMeta, CheckpointWrite, RunRecord
 
 Calls = collections.Counter[str]
@@ -228,6 +232,79 @@ async def test_fork_from_a_top_level_head_reuses_finished_siblings(rt: Runtime) 
     assert done.state == (await answer(rt, wf, result, "side")).state
     ran = {k: calls[k] - counts.get(k, 0) for k in calls}
     assert {k: n for k, n in ran.items() if n} == {"side": 2, "finish": 2}
+
+
+# -- prune, then fork whatever is left ---------------------------------------------------
+
+
+async def fork_everything(rt: Runtime, wf: Workflow, run_id: str) -> list[CheckpointInfo]:
+    """Fork every checkpoint of every namespace; each fork must run."""
+    seen = []
+    for ns in ("", "review", "review.legal"):
+        for cp in await rt.history(run_id, namespace=ns):
+            forked = await rt.fork(wf, run_id, cp.id)
+            assert forked.error is None and forked.status in (
+                RunStatus.WAITING, RunStatus.COMPLETED), (ns, cp)
+            seen.append(cp)
+    return seen
+
+
+@pytest.mark.parametrize("rounds", [
+    [], [("first",)], [("first",), ("second", "third")],
+    [("first",), ("second", "third"), ("side",)],
+])
+async def test_every_checkpoint_left_by_prune_can_be_forked(
+    rt: Runtime, rounds: list[tuple[str, ...]],
+) -> None:
+    calls: Calls = collections.Counter()
+    wf = top_workflow(calls, 3)
+    result = await rt.run(wf, {"topic": "tides"})
+    for questions in rounds:
+        result = await answer(rt, wf, result, *questions)
+    assert await rt.prune(result.run_id, keep_last=1) > 0
+    kept = await fork_everything(rt, wf, result.run_id)
+    assert result.checkpoint_id in {cp.id for cp in kept}
+    # What a paused run needs survives: it still finishes.
+    for questions in [("first",), ("second", "third"), ("side",)][len(rounds):]:
+        result = await answer(rt, wf, result, *questions)
+    assert result.status is RunStatus.COMPLETED
+
+
+class Loop(Blackboard):
+    n: int = 0
+    log: Annotated[list[str], append] = []
+
+
+def loop_workflow() -> Workflow:
+    """review (a one-node sub-workflow) -> count, three times."""
+    inner = WorkflowBuilder("work", state=Loop)
+    inner.add_node("work", lambda s: {"log": ["work"]}).set_entry("work")
+    inner.add_edge("work", END)
+    b = WorkflowBuilder("loop", state=Loop)
+    b.add_subworkflow("review", inner.build(), outputs=["log"])
+    b.add_node("count", lambda s: {"n": s.n + 1})
+    b.set_entry("review").add_edge("review", "count")
+    b.add_switch("count", [("n < 3", "review")], default=END)
+    return b.build()
+
+
+async def test_prune_removes_finished_sub_workflows_row_and_all(tmp_path: Path) -> None:
+    """Storage stays bounded: nothing of a pruned anchor's sub-workflow is left behind."""
+    db = tmp_path / "runs.db"
+    async with Runtime(SqliteStore(db)) as rt:
+        wf = loop_workflow()
+        done = await rt.run(wf, {})
+        assert done.state.log == ["work"] * 3
+        assert len(await rt.history(done.run_id, namespace="review")) == 3 * 2
+        assert await rt.prune(done.run_id, keep_last=1) > 0
+        assert await rt.history(done.run_id, namespace="review") == []
+        assert [cp.id for cp in await rt.history(done.run_id)] == [done.checkpoint_id]
+        assert (await rt.get_state(done.run_id)).values["log"] == ["work"] * 3
+    with sqlite3.connect(db) as conn:
+        for query in ("SELECT count(*) FROM checkpoints WHERE thread != ''",
+                      "SELECT count(*) FROM log_chunks WHERE thread != ''",
+                      "SELECT count(*) FROM channel_values WHERE thread != ''"):
+            assert conn.execute(query).fetchall() == [(0,)], query
 
 
 async def test_a_sub_workflow_left_without_its_anchor_fails_naming_the_given_id(
