@@ -196,6 +196,27 @@ async def test_fork_of_the_reported_id_resumes_inside_the_paused_sub_workflow(
         second=1, third=1, side=1, done=1, finish=1)
 
 
+async def test_fork_of_a_paused_inner_head_keeps_the_parents_paused_siblings(
+    rt: Runtime,
+) -> None:
+    """The anchors above a forked inner checkpoint bring their superstep in progress too."""
+    calls: Calls = collections.Counter()
+    wf = top_workflow(calls, 3)
+    paused = await answer(rt, wf, await rt.run(wf, {"topic": "tides"}), "first")
+    paused = await answer(rt, wf, paused, "second")
+    inner_head = (await rt.history(paused.run_id, namespace="review.legal"))[0]
+    counts = dict(calls)
+    forked = await rt.fork(wf, paused.run_id, inner_head.id)
+    assert comparable(forked.pending_requests) == comparable(paused.pending_requests)
+    assert dict(calls) == counts
+    # An update on the inner head runs its superstep afresh; the parent's side still waits.
+    edited = await rt.fork(wf, paused.run_id, inner_head.id, update={"topic": "moon"})
+    asked = {r.payload["q"]: r.payload.get("topic") for r in edited.pending_requests}
+    assert asked == {"second": "moon", "third": "moon", "side": None}
+    assert collections.Counter(calls) - collections.Counter(counts) == collections.Counter(
+        second=1, third=1, quick=1)
+
+
 async def test_fork_of_an_older_top_level_checkpoint_runs_its_superstep_again(
     rt: Runtime,
 ) -> None:

@@ -146,8 +146,9 @@ async def _carry(store: CheckpointStore, src: CheckpointMeta, new: CheckpointMet
                  copies: _Copies, given: str, *, skip: str | None) -> None:
     """Copy what ``src``'s superstep in progress recorded onto its copy ``new``.
 
-    ``skip`` is the sub-workflow node the fork descends into: its own chain is
-    copied instead of its head, and a saved write of it would skip it.
+    ``skip`` is the sub-workflow node the fork descends into: the chain down
+    to the forked checkpoint is copied instead of that node's head, and the
+    node must run again, so a write it saved is left behind.
     """
     run_id = src.run_id
     copies.task_writes.extend(
