@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CheckpointNotFoundError
@@ -14,7 +14,16 @@ from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
 from ..model._serde import decode, encode
-from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint, RunRecord
+from ..store._protocols import (
+    CheckpointMeta,
+    CheckpointStore,
+    CheckpointWrite,
+    LoadedCheckpoint,
+    RequestRow,
+    RunRecord,
+    StepRow,
+    TaskWrite,
+)
 from ._loop import RunContext, ThreadRunner
 from ._state import ThreadState, decode_checkpoint, encode_field
 
@@ -44,56 +53,127 @@ def apply_update(
     return values, changed, appended
 
 
+@dataclass
+class _Copies:
+    """Everything a forked run starts with; created in one transaction."""
+
+    checkpoints: list[CheckpointWrite] = field(default_factory=list)
+    task_writes: list[TaskWrite] = field(default_factory=list)
+    steps: list[StepRow] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
+
+
 async def prepare_fork(
     rc: RunContext, workflow: Workflow, source: RunRecord, checkpoint_id: str,
     update: Mapping[str, Any],
 ) -> ThreadState:
     """Create the forked run (``rc.run_id``) and return its top-level state.
 
-    Forking from a checkpoint inside a sub-workflow copies the chain of
-    anchors above it, so the new run resumes inside the nested workflow.
+    The fork starts from a self-contained copy of the checkpoint and, for one
+    inside a sub-workflow, of every anchor above it, so it resumes inside the
+    nested workflow. A copied checkpoint that is still the head of its thread
+    brings what was recorded for its superstep in progress: finished tasks'
+    writes, step results, requests (open and answered) and the sub-workflows
+    it runs (their heads, at any depth); so a fork of the id a waiting run
+    reports continues exactly where the run paused. An older checkpoint, whose
+    superstep has since merged, and the checkpoint given an ``update`` run
+    their superstep afresh. A missing checkpoint, or a missing anchor above
+    it, raises ``CheckpointNotFoundError`` naming ``checkpoint_id``.
     """
     store = rc.store
-    chain: list[CheckpointMeta] = []
-    meta = await store.get_checkpoint(source.run_id, checkpoint_id)
-    if meta is None:
-        raise CheckpointNotFoundError(source.run_id, checkpoint_id)
-    while True:
-        chain.append(meta)
-        if meta.thread == "":
-            break
-        anchor_id = meta.thread.rsplit("/", 1)[0]
-        parent = await store.get_checkpoint(source.run_id, anchor_id)
-        if parent is None:
-            raise CheckpointNotFoundError(source.run_id, anchor_id)
-        meta = parent
-    chain.reverse()
-    writes: list[CheckpointWrite] = []
+    chain = await _anchors(store, source.run_id, checkpoint_id)
+    copies = _Copies()
     thread, target_wf = "", workflow
-    for depth, m in enumerate(chain):
-        loaded = await store.load_checkpoint(source.run_id, m.id)
-        if depth == len(chain) - 1 and update:
+    for depth, meta in enumerate(chain):
+        last = depth == len(chain) - 1
+        loaded = await _load(store, meta, checkpoint_id)
+        if last and update:
             loaded = _with_update(target_wf, loaded, update)
-        write = _copy(loaded, rc.run_id, thread)
-        writes.append(write)
-        if depth + 1 < len(chain):
-            node = chain[depth + 1].thread.rsplit("/", 1)[1]
+        carry = not (last and update) and await _is_head(store, meta)
+        write = _copy(loaded, rc.run_id, thread, carried=carry)
+        copies.checkpoints.append(write)
+        node = None if last else chain[depth + 1].thread.partition("/")[2]
+        if carry:
+            await _carry(store, meta, write.meta, copies, checkpoint_id, skip=node)
+        if node is not None:
             thread = f"{write.meta.id}/{node}"
             sub = target_wf.nodes[node].subworkflow
             if sub is not None:
                 target_wf = sub.workflow
+    top = copies.checkpoints[0]
     now = utcnow()
-    done = not writes[0].meta.next_tasks
+    done = not top.meta.next_tasks
     record = RunRecord(
         run_id=rc.run_id, workflow_name=workflow.name,
         status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
-        created_at=now, updated_at=now, head_checkpoint_id=writes[0].meta.id,
+        created_at=now, updated_at=now, head_checkpoint_id=top.meta.id,
         signature=source.signature, max_supersteps=source.max_supersteps,
         forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref)
-    await store.create_run(record, writes, None if done else rc.lease)
-    top = LoadedCheckpoint(meta=writes[0].meta, values=writes[0].values,
-                           logs={ch: [b] for ch, b in writes[0].appends.items()})
-    return decode_checkpoint(top, workflow.schema)
+    await store.create_run(record, copies.checkpoints, None if done else rc.lease,
+                           task_writes=copies.task_writes,
+                           steps=copies.steps, requests=copies.requests)
+    loaded = LoadedCheckpoint(meta=top.meta, values=top.values,
+                              logs={ch: [b] for ch, b in top.appends.items()})
+    return decode_checkpoint(loaded, workflow.schema)
+
+
+async def _anchors(store: CheckpointStore, run_id: str, checkpoint_id: str
+                   ) -> list[CheckpointMeta]:
+    """The checkpoint and the anchors it hangs from, the top-level one first."""
+    chain: list[CheckpointMeta] = []
+    meta = await store.get_checkpoint(run_id, checkpoint_id)
+    while meta is not None:
+        chain.append(meta)
+        if meta.thread == "":
+            return chain[::-1]
+        # "<anchor checkpoint id>/<node>": checkpoint ids hold no "/", node ids may.
+        meta = await store.get_checkpoint(run_id, meta.thread.partition("/")[0])
+    # The caller named this id; an anchor gone missing above it is an internal detail.
+    raise CheckpointNotFoundError(run_id, checkpoint_id)
+
+
+async def _load(store: CheckpointStore, meta: CheckpointMeta, given: str) -> LoadedCheckpoint:
+    try:
+        return await store.load_checkpoint(meta.run_id, meta.id)
+    except CheckpointNotFoundError:  # pruned while the fork was reading
+        raise CheckpointNotFoundError(meta.run_id, given) from None
+
+
+async def _is_head(store: CheckpointStore, meta: CheckpointMeta) -> bool:
+    """Whether ``meta``'s superstep is still in progress (nothing merged after it)."""
+    head = await store.thread_head(meta.run_id, meta.thread)
+    return head is not None and head.id == meta.id
+
+
+async def _carry(store: CheckpointStore, src: CheckpointMeta, new: CheckpointMeta,
+                 copies: _Copies, given: str, *, skip: str | None) -> None:
+    """Copy what ``src``'s superstep in progress recorded onto its copy ``new``.
+
+    ``skip`` is the sub-workflow node the fork descends into: the chain down
+    to the forked checkpoint is copied instead of that node's head, and the
+    node must run again, so a write it saved is left behind.
+    """
+    run_id = src.run_id
+    copies.task_writes.extend(
+        dataclasses.replace(w, run_id=new.run_id, checkpoint_id=new.id)
+        for w in await store.get_task_writes(run_id, src.id) if w.node != skip)
+    copies.requests.extend(
+        dataclasses.replace(r, run_id=new.run_id, thread=new.thread, checkpoint_id=new.id)
+        for r in await store.get_requests(run_id, checkpoint_id=src.id))
+    for node in src.next_tasks:
+        if node == skip:
+            continue
+        qual = f"{src.namespace}.{node}" if src.namespace else node
+        now = utcnow()
+        copies.steps.extend(
+            StepRow(new.run_id, new.id, qual, name, data, now)
+            for name, data in (await store.get_steps(run_id, src.id, qual)).items())
+        head = await store.thread_head(run_id, f"{src.id}/{node}")
+        if head is not None:
+            write = _copy(await _load(store, head, given), new.run_id, f"{new.id}/{node}",
+                          carried=True)
+            copies.checkpoints.append(write)
+            await _carry(store, head, write.meta, copies, given, skip=None)
 
 
 def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
@@ -112,9 +192,16 @@ def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
     return LoadedCheckpoint(meta=meta, values=runner_values, logs=logs)
 
 
-def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite:
-    """A self-contained copy (every channel written) as the first checkpoint of a thread."""
+def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str, *,
+          carried: bool) -> CheckpointWrite:
+    """A self-contained copy (every channel written) as the first checkpoint of a thread.
+
+    A ``carried`` copy continues its superstep, so a waiting one stays waiting.
+    """
     m = loaded.meta
+    status = RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED
+    if carried and m.status is RunStatus.WAITING:
+        status = RunStatus.WAITING
     appends: dict[str, bytes] = {}
     for ch, length in m.log_lengths.items():
         items: list[Any] = []
@@ -123,8 +210,7 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite
         appends[ch] = encode(items[:length])
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
-        created_at=utcnow(), source="fork",
-        status=RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED,
+        created_at=utcnow(), source="fork", status=status,
         value_versions=dict.fromkeys(loaded.values, 0), error=None,
         size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
     return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)

@@ -37,6 +37,7 @@ from ._protocols import (
     TaskWrite,
     check_claimable,
 )
+from ._retention import Scanned, doomed
 
 __all__ = ["MemoryStore"]
 
@@ -62,9 +63,11 @@ class MemoryStore:
 
     # runs -----------------------------------------------------------------
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
-        """Insert a run with its first checkpoint(s) and lease."""
+        """Insert a run with its first checkpoint(s), the rows recorded against them and its lease."""
         async with self._lock:
             if run.run_id in self._runs:
                 raise RunExistsError(run.run_id)
@@ -74,6 +77,12 @@ class MemoryStore:
             self._runs[run.run_id] = run
             for cp in checkpoints:
                 self._insert_checkpoint(cp)
+            self._save_task_writes(task_writes)
+            for row in steps:
+                self._steps.setdefault((row.run_id, row.checkpoint_id, row.node), {})[
+                    row.name] = row.data
+            for req in requests:
+                self._requests.setdefault((run.run_id, req.id), req)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""
@@ -279,23 +288,20 @@ class MemoryStore:
     ) -> int:
         """Delete old checkpoints that nothing needs; return how many."""
         async with self._lock:
-            protected = self._protected()
-            doomed: list[CheckpointMeta] = []
-            for (rid, _thread), ids in self._threads.items():
-                if run_id is not None and rid != run_id:
-                    continue
-                candidates = ids[:-keep_last] if keep_last else ids[:-1]
-                for cid in candidates:
-                    meta = self._checkpoints[cid]
-                    if (rid, cid) in protected:
-                        continue
-                    if older_than is not None and meta.created_at >= older_than:
-                        continue
-                    doomed.append(meta)
-            for meta in doomed:
-                self._delete_checkpoint(meta)
+            threads = {key: [self._scanned(cid, older_than) for cid in ids]
+                       for key, ids in self._threads.items()
+                       if run_id is None or key[0] == run_id}
+            open_at = {(r.run_id, r.checkpoint_id) for r in self._requests.values()
+                       if r.answer is None}
+            gone = doomed(threads, open_at, keep_last)
+            for row in gone:
+                self._delete_checkpoint(self._checkpoints[row.id])
+            for key in {(row.run_id, row.thread) for row in gone}:
+                if not self._threads[key]:  # a whole sub-workflow went with its anchor
+                    del self._threads[key]
+                    self._appends.pop(key, None)
             self._drop_unreferenced_values()
-            return len(doomed)
+            return len(gone)
 
     # helpers ----------------------------------------------------------------
     def _require_run(self, run_id: str) -> RunRecord:
@@ -345,22 +351,11 @@ class MemoryStore:
         for w in writes:
             self._task_writes.setdefault((w.run_id, w.checkpoint_id), {})[w.node] = w
 
-    def _protected(self) -> set[tuple[str, str]]:
-        """``(run_id, checkpoint_id)`` of every checkpoint prune must keep.
-
-        Heads, checkpoints of open requests, and the anchors of sub-threads
-        whose head is not completed. Task writes protect nothing: pending ones
-        are always on a thread head (older ones belong to merged supersteps).
-        """
-        protected = {(run, ids[-1]) for (run, _thread), ids in self._threads.items() if ids}
-        protected |= {(r.run_id, r.checkpoint_id)
-                      for r in self._requests.values() if r.answer is None}
-        for (run, thread), ids in self._threads.items():
-            # "<anchor checkpoint id>/<node>"; node ids may hold "/", checkpoint ids do not.
-            if "/" in thread and ids and \
-                    self._checkpoints[ids[-1]].status != RunStatus.COMPLETED:
-                protected.add((run, thread.partition("/")[0]))
-        return protected
+    def _scanned(self, checkpoint_id: str, older_than: datetime | None) -> Scanned:
+        m = self._checkpoints[checkpoint_id]
+        return Scanned(m.run_id, m.thread, m.id,
+                       old=older_than is None or m.created_at < older_than,
+                       completed=m.status is RunStatus.COMPLETED)
 
     def _delete_checkpoint(self, meta: CheckpointMeta) -> None:
         del self._checkpoints[meta.id]

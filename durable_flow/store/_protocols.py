@@ -88,13 +88,18 @@ class RunStore(Protocol):
     """Runs, their status and their lease: who may execute a run."""
 
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
         """Insert a run with its first checkpoint(s) and lease in one transaction.
 
         ``run.status`` is stored as given (``completed`` for a run with
-        nothing to run, then ``lease`` is None). Raises ``RunExistsError`` when
-        the id is taken, writing nothing.
+        nothing to run, then ``lease`` is None). ``task_writes``, ``steps``
+        and ``requests`` (open or answered, saved as given) are inserted in
+        the same transaction: a fork copies with them what was recorded for
+        the supersteps it continues. Raises ``RunExistsError`` when the id is
+        taken, writing nothing.
         """
         ...
 
@@ -178,26 +183,35 @@ class CheckpointLog(Protocol):
     ) -> int:
         """Delete old checkpoints; return how many.
 
-        A checkpoint is removed when it is beyond the newest ``keep_last`` of
-        its thread (if given; otherwise only the head counts as newest), was
-        created before ``older_than`` (if given), and is none of these:
+        A checkpoint is *needed*, and never removed, when it is
 
-        * its thread's head (the newest checkpoint of the thread);
+        * a run's head (the newest checkpoint of the top-level thread ``""``);
         * the checkpoint of an open (unanswered) request;
-        * the anchor ``c`` of a sub-thread ``f"{c}/{node}"`` whose head's
-          status is not ``completed`` (the sub-workflow is in flight, waiting,
-          failed or cancelled). Once that head is ``completed`` the anchor is
-          pruned like any other checkpoint; the sub-thread's own checkpoints
-          follow these same rules, so its head always stays.
+        * the head of a sub-thread whose status is not ``completed`` (the
+          sub-workflow is in flight, waiting, failed or cancelled);
+        * the anchor ``c`` of a sub-thread ``f"{c}/{node}"`` holding a needed
+          checkpoint, so everything needed keeps its anchors at every depth.
+
+        Any other checkpoint is removed when
+
+        * it is beyond the newest ``keep_last`` of its thread (if given;
+          otherwise every checkpoint but the thread's head goes) and was
+          created before ``older_than`` (if given); or
+        * it belongs to a sub-thread whose anchor is removed (or already
+          gone), however recent: a sub-workflow's checkpoints live as long as
+          the parent checkpoint they hang from. So every kept checkpoint keeps
+          the anchors above it, and can still be forked and inspected; a
+          finished sub-workflow's head stays exactly as long as its anchor.
 
         Task writes protect nothing more: pending ones are saved against their
         thread's head, and those of an older checkpoint belong to a superstep
         that has since been merged. A removed checkpoint takes its task
         writes, its step results and its (answered) requests with it, and the
-        value rows no remaining checkpoint of its thread references. Every
-        kept checkpoint still loads exactly: the value rows it references
-        stay, and log chunks are never removed (the head, always kept, needs
-        every chunk of its thread).
+        value rows no remaining checkpoint of its thread references; a thread
+        left without checkpoints loses its log chunks too. Every kept
+        checkpoint still loads exactly: the value rows it references stay, and
+        a thread's log chunks stay while it has a checkpoint (its head needs
+        every chunk of the thread).
         """
         ...
 

@@ -69,6 +69,32 @@ async def test_create_run_twice_fails(store: CheckpointStore) -> None:
         await store.create_run(make_run("r1"), [], None)
 
 
+async def test_create_run_saves_the_rows_recorded_against_its_checkpoints(
+    store: CheckpointStore,
+) -> None:
+    """A fork starts with the task writes, steps and requests of the superstep it continues."""
+    top = Chain("r1")
+    base = top.next(values={"a": 1}, next_tasks=("side", "sub"))
+    inner = top.sub("sub")
+    inner_cp = inner.next(values={"b": 2})
+    asked = dataclasses.replace(request("r1", inner.head.id, "sub@1/ask@1#0", created=at(3)),
+                                thread=inner.thread, node="sub.ask")
+    answered = dataclasses.replace(request("r1", base.meta.id, "side@1#0", node="side"),
+                                   answer=b"true", answered_at=at(5))
+    writes = [task_write("r1", base.meta.id, "side")]
+    steps = [step("r1", base.meta.id, "side", "fetch", b'"data"')]
+    await store.create_run(make_run("r1"), [base, inner_cp], None, task_writes=writes,
+                           steps=steps, requests=[asked, answered])
+    assert await store.get_task_writes("r1", base.meta.id) == writes
+    assert await store.get_steps("r1", base.meta.id, "side") == {"fetch": b'"data"'}
+    assert await store.get_requests("r1") == [answered, asked]
+    assert await store.pending_requests() == [asked]
+    with pytest.raises(RunExistsError, match="already exists"):  # and writes none of its rows
+        await store.create_run(make_run("r1"), [], None, steps=[
+            step("r1", base.meta.id, "side", "other", b"1")])
+    assert await store.get_steps("r1", base.meta.id, "side") == {"fetch": b'"data"'}
+
+
 async def test_list_runs_newest_first_with_filters(store: CheckpointStore) -> None:
     specs = [("a", "wf1", RunStatus.RUNNING, 1), ("b", "wf2", RunStatus.WAITING, 2),
              ("c", "wf1", RunStatus.WAITING, 3), ("d", "wf1", RunStatus.WAITING, 3)]
@@ -596,7 +622,17 @@ async def _invoke(store: CheckpointStore, lease: Lease, top: Chain, node: str,
     return sub
 
 
-async def test_prune_drops_the_anchors_of_finished_sub_workflows(store: CheckpointStore) -> None:
+async def _assert_gone(store: CheckpointStore, chain: Chain) -> None:
+    assert await store.list_checkpoints(chain.run_id, thread=chain.thread) == []
+    assert await store.thread_head(chain.run_id, chain.thread) is None
+    for meta in chain.metas:
+        with pytest.raises(CheckpointNotFoundError):
+            await store.load_checkpoint(chain.run_id, meta.id)
+
+
+async def test_prune_drops_finished_sub_workflows_with_their_anchors(
+    store: CheckpointStore,
+) -> None:
     top, lease = await start_run(store, "r1", first={"first": "kept", "i": 0})
     subs = []
     for i in range(1, 6):
@@ -608,18 +644,35 @@ async def test_prune_drops_the_anchors_of_finished_sub_workflows(store: Checkpoi
     await store.commit(Commit(lease, mark=StatusMark(late.head.id, RunStatus.COMPLETED)))
     await store.commit(Commit(lease, checkpoint=top.next(values={"i": 6})))
     assert len(top.metas) == 7
-    # Every anchor (top.metas[0:6]) goes, and each sub-thread's first checkpoint.
-    assert await store.prune(keep_last=1) == 6 + 6
-    assert await store.list_checkpoints("r1", namespace="") == [top.head]
+    # Every anchor (top.metas[0:6]) goes, and with it its whole sub-thread, head included.
+    assert await store.prune(keep_last=1) == 6 + 6 * 2
+    assert await store.list_checkpoints("r1") == [top.head]
     for sub in [*subs, late]:
-        assert [m.id for m in await store.list_checkpoints("r1", thread=sub.thread)] == [
-            sub.head.id]
-        await _assert_loads_exactly(store, sub)
+        await _assert_gone(store, sub)
     await _assert_loads_exactly(store, top)
     assert await store.prune(keep_last=1) == 0
 
 
-async def test_prune_keeps_the_anchor_of_an_unfinished_sub_workflow(
+async def test_prune_keeps_a_finished_sub_workflow_while_its_anchor_stays(
+    store: CheckpointStore,
+) -> None:
+    """keep_last applies inside the sub-thread; its head stays as long as its anchor."""
+    top, lease = await start_run(store, "r1", first={"i": 0})
+    sub = await _invoke(store, lease, top, "child", RunStatus.RUNNING, 1)
+    for k in (2, 3):
+        status = RunStatus.COMPLETED if k == 3 else RunStatus.RUNNING
+        await store.commit(Commit(lease, checkpoint=sub.next(values={"k": k}, status=status)))
+    for i in range(1, 3):
+        await store.commit(Commit(lease, checkpoint=top.next(values={"i": i})))
+    assert await store.prune(keep_last=3) == 1  # the sub-thread's first checkpoint
+    assert await store.list_checkpoints("r1", thread=sub.thread) == sub.metas[:0:-1]
+    assert await store.get_checkpoint("r1", top.metas[0].id) is not None
+    await _assert_loads_exactly(store, sub)
+    assert await store.prune(keep_last=2) == 1 + 3  # the anchor, then what hangs from it
+    await _assert_gone(store, sub)
+
+
+async def test_prune_keeps_every_anchor_above_an_unfinished_sub_workflow(
     store: CheckpointStore,
 ) -> None:
     top, lease = await start_run(store, "r1", first={"first": "kept", "i": 0})
@@ -628,7 +681,7 @@ async def test_prune_keeps_the_anchor_of_an_unfinished_sub_workflow(
         subs[status] = await _invoke(store, lease, top, "child", status, i)
         await store.commit(Commit(lease, checkpoint=top.next(values={"i": i})))
     # A completed sub-workflow whose first checkpoint anchors a nested one still running:
-    # its own anchor goes, the nested anchor (not its thread's head) stays.
+    # the nested one keeps its anchor, and that anchor keeps its own anchor in turn.
     outer = top.sub("outer")
     await store.commit(Commit(lease, checkpoint=outer.next(values={"o": 0}, source="input")))
     inner = outer.sub("inner")
@@ -639,26 +692,60 @@ async def test_prune_keeps_the_anchor_of_an_unfinished_sub_workflow(
     # Also in flight: a sub-workflow anchored on the parent's head (paused on input).
     current = await _invoke(store, lease, top, "child", RunStatus.WAITING, 100)
 
-    # top: the completed child's anchor and outer's anchor; one input checkpoint per
-    # child sub-thread (6 of them); outer's first checkpoint is inner's anchor: kept.
-    assert await store.prune(keep_last=1) == 2 + 6
+    # The completed child's anchor and its two checkpoints; the first checkpoint of
+    # each of the other children and of `current`.
+    assert await store.prune(keep_last=1) == 1 + 2 + (len(RunStatus) - 1) + 1
     unfinished = [s for status, s in subs.items() if status is not RunStatus.COMPLETED]
-    anchors = {s.thread.partition("/")[0] for s in unfinished}
+    anchors = {s.thread.partition("/")[0] for s in [*unfinished, outer]}
     assert {m.id for m in await store.list_checkpoints("r1", namespace="")} == anchors | {
         top.head.id}
     assert {m.id for m in await store.list_checkpoints("r1", thread=outer.thread)} == {
         m.id for m in outer.metas}
-    for chain in [top, outer, inner, current, *subs.values()]:
+    await _assert_gone(store, subs[RunStatus.COMPLETED])
+    for chain in [top, outer, inner, current, *unfinished]:
         await _assert_loads_exactly(store, chain)
 
-    # Once a paused sub-workflow completes, its anchor may go.
+    # Once a paused sub-workflow completes, its anchor may go, and the sub-workflow with it.
     waiting = subs[RunStatus.WAITING]
     await store.commit(Commit(lease, mark=StatusMark(waiting.head.id, RunStatus.COMPLETED)))
-    assert await store.prune(keep_last=1) == 1
+    assert await store.prune(keep_last=1) == 2
     assert await store.get_checkpoint("r1", waiting.thread.partition("/")[0]) is None
-    assert await store.thread_head("r1", waiting.thread) is not None
+    await _assert_gone(store, waiting)
     await _assert_loads_exactly(store, top)
-    await _assert_loads_exactly(store, waiting)
+
+
+async def test_prune_keeps_the_anchors_of_an_open_request_at_any_depth(
+    store: CheckpointStore,
+) -> None:
+    """A request still open inside a finished-looking sub-workflow keeps it reachable."""
+    top, lease = await start_run(store, "r1", first={"i": 0})
+    outer = await _invoke(store, lease, top, "outer", RunStatus.COMPLETED, 1)
+    inner = outer.sub("inner", at_index=0)
+    await store.commit(Commit(lease, checkpoint=inner.next(values={"v": 1}, source="input")))
+    await store.commit(Commit(lease, checkpoint=inner.next(values={"v": 2},
+                                                           status=RunStatus.COMPLETED)))
+    await store.commit(Commit(lease, requests=[request("r1", inner.metas[0].id, "q")]))
+    await store.commit(Commit(lease, checkpoint=top.next(values={"i": 1})))
+    assert await store.prune(keep_last=1) == 0
+    for chain in (top, outer, inner):
+        assert len(await store.list_checkpoints("r1", thread=chain.thread)) == len(chain.metas)
+    await store.commit(Commit(lease, answers={"q": b"1"}))
+    assert await store.prune(keep_last=1) == 1 + 2 + 2
+    assert await store.list_checkpoints("r1") == [top.head]
+
+
+async def test_prune_removes_sub_workflows_whose_anchor_is_already_gone(
+    store: CheckpointStore,
+) -> None:
+    """What older versions left behind: nothing can reach it any more."""
+    top = Chain("r1")
+    orphan = Chain("r1", thread="ck-gone/child", namespace="child")
+    await store.create_run(make_run("r1"), [
+        top.next(values={"i": 0}), orphan.next(values={"v": 0}),
+        orphan.next(values={"v": 1}, status=RunStatus.COMPLETED)], None)
+    assert await store.prune(keep_last=5) == 2  # however recent
+    await _assert_gone(store, orphan)
+    assert await store.list_checkpoints("r1") == [top.head]
 
 
 async def test_prune_keeps_values_older_checkpoints_wrote(store: CheckpointStore) -> None:
@@ -761,14 +848,24 @@ async def test_prune_follows_the_documented_rules(
         await store.commit(Commit(lease, checkpoint=cp))
 
     # The rules, straight from the docstring.
-    protected = {c.head.id for c in chains}
-    protected |= {cid for cid, is_open in requests.values() if is_open}
-    protected |= {c.thread.partition("/")[0] for c in subs
-                  if c.head.status != RunStatus.COMPLETED}
+    thread_of = {m.id: c.thread for c in chains for m in c.metas}
+    needed = {top.head.id} | {cid for cid, is_open in requests.values() if is_open}
+    needed |= {c.head.id for c in subs if c.head.status != RunStatus.COMPLETED}
+    above = list(needed)
+    while above:  # ... and every anchor above a needed checkpoint
+        if thread := thread_of[above.pop()]:
+            anchor = thread.partition("/")[0]
+            if anchor not in needed:
+                needed.add(anchor)
+                above.append(anchor)
     cutoff = None if age is None else at(age)
     doomed = {m.id for c in chains for m in (c.metas[:-keep_last] if keep_last else c.metas[:-1])
-              if m.id not in protected and (cutoff is None or m.created_at < cutoff)}
+              if m.id not in needed and (cutoff is None or m.created_at < cutoff)}
+    for c in subs:  # in creation order: a sub-thread's anchor is decided before it
+        if c.thread.partition("/")[0] in doomed:
+            doomed |= {m.id for m in c.metas} - needed
     event(f"anchors pruned: {bool(doomed & {c.thread.partition('/')[0] for c in subs})}")
+    event(f"sub-workflows removed whole: {any(c.head.id in doomed for c in subs)}")
     with_writes = [c for c in doomed if await store.get_task_writes(run_id, c)]
     event(f"task writes pruned: {bool(with_writes)}")
     assert await store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff) == len(doomed)

@@ -17,6 +17,7 @@ the driver (PRAGMAs, ``BEGIN IMMEDIATE``, locking).
 from __future__ import annotations
 
 import abc
+import collections
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,6 +49,7 @@ from .._protocols import (
     TaskWrite,
     check_claimable,
 )
+from .._retention import Scanned, doomed
 from . import _tables as t
 from ._tables import Queries, SqlDialect, Statement, queries_for
 
@@ -183,9 +185,14 @@ def _check_lease(q: Queries, lease: Lease) -> Tx[None]:
 
 
 def create_run_tx(
-    q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+    q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+    task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+    requests: Sequence[RequestRow] = (),
 ) -> Tx[None]:
-    """Insert a run, its first checkpoints and its lease; ``RunExistsError`` if it exists."""
+    """Insert a run, its first checkpoints, their recorded rows and its lease.
+
+    ``RunExistsError`` if the run exists.
+    """
     if (yield from fetch(q.run_lease, run_id=run.run_id)):
         raise RunExistsError(run.run_id)
     params = t.run_params(run)
@@ -195,6 +202,11 @@ def create_run_tx(
     yield from execute(q.run_insert, **params)
     for cp in checkpoints:
         yield from insert_checkpoint(q, cp)
+    yield from _save_task_writes(q, task_writes)
+    yield from execute_many(q.step_upsert, [
+        {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
+         "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
+    yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
 
 
 def get_run_tx(q: Queries, run_id: str) -> Tx[RunRecord | None]:
@@ -483,34 +495,33 @@ def prune_tx(
 ) -> Tx[int]:
     """Delete the checkpoints nothing needs (see ``CheckpointStore.prune``)."""
     scope = (run_id is not None,)
-    rows = yield from fetch(q.cp_scan[scope], run_id=run_id)
-    protected = {(r["run_id"], r["checkpoint_id"])
-                 for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
-    threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        threads.setdefault((row["run_id"], row["thread"]), []).append(row)
-    # A sub-thread is named "<anchor checkpoint id>/<node>"; ids hold no "/". Its
-    # anchor is needed until the sub-thread's head (its last row) has completed.
-    protected |= {(run, thread.partition("/")[0]) for (run, thread), chain in threads.items()
-                  if "/" in thread and chain[-1]["status"] != RunStatus.COMPLETED.value}
     cutoff = None if older_than is None else t.to_us(older_than)
-    doomed = [row for chain in threads.values()
-              for row in (chain[:-keep_last] if keep_last else chain[:-1])
-              if (row["run_id"], row["checkpoint_id"]) not in protected
-              and (cutoff is None or row["created_at"] < cutoff)]
-    keys = [{"run_id": r["run_id"], "checkpoint_id": r["checkpoint_id"]} for r in doomed]
+    threads: dict[tuple[str, str], list[Scanned]] = {}
+    for row in (yield from fetch(q.cp_scan[scope], run_id=run_id)):
+        threads.setdefault((row["run_id"], row["thread"]), []).append(Scanned(
+            row["run_id"], row["thread"], row["checkpoint_id"],
+            old=cutoff is None or row["created_at"] < cutoff,
+            completed=row["status"] == RunStatus.COMPLETED.value))
+    open_at = {(r["run_id"], r["checkpoint_id"])
+               for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
+    gone = doomed(threads, open_at, keep_last)
+    keys = [{"run_id": c.run_id, "checkpoint_id": c.id} for c in gone]
     for stmt in (q.cp_delete, q.tw_delete, q.step_delete, q.req_delete):
         yield from execute_many(stmt, keys)
-    for run, thread in sorted({(r["run_id"], r["thread"]) for r in doomed}):
+    left = collections.Counter((c.run_id, c.thread) for c in gone)
+    for run, thread in sorted(left):
+        if left[(run, thread)] == len(threads[(run, thread)]):
+            # A whole sub-workflow went with its anchor: its log chunks too.
+            yield from execute(q.chunk_delete_thread, run_id=run, thread=thread)
         yield from _drop_unreferenced_values(q, run, thread)
-    return len(doomed)
+    return len(gone)
 
 
 def _drop_unreferenced_values(q: Queries, run_id: str, thread: str) -> Tx[None]:
     """Delete a thread's value rows that no remaining checkpoint references.
 
-    Log chunks are never deleted: the thread's head is always kept and needs
-    every chunk of its thread.
+    Log chunks stay while the thread has a checkpoint: its head needs every
+    chunk of the thread.
     """
     used: set[tuple[str, int]] = set()
     for row in (yield from fetch(q.cp_versions, run_id=run_id, thread=thread)):
@@ -550,10 +561,13 @@ class SqlStore(abc.ABC):
         """Release connections."""
 
     async def create_run(
-        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None
+        self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+        *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+        requests: Sequence[RequestRow] = (),
     ) -> None:
-        """Insert a run with its first checkpoint(s) (and lease) atomically."""
-        await self.driver.run(create_run_tx(self._q, run, checkpoints, lease), write=True)
+        """Insert a run with its first checkpoint(s), their recorded rows and lease atomically."""
+        await self.driver.run(create_run_tx(self._q, run, checkpoints, lease, task_writes,
+                                            steps, requests), write=True)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""

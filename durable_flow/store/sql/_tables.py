@@ -598,6 +598,7 @@ class Queries:
         self.value_delete = c(delete(vals).where(
             *_where(vals, "run_id", "thread", "channel", "seq")))
         self.chunk_insert = c(logs.insert().values(_binds(logs)))
+        self.chunk_delete_thread = c(delete(logs).where(*_where(logs, "run_id", "thread")))
         self.chunk_upto = c(select(logs.c.channel, logs.c.data).where(
             *_where(logs, "run_id", "thread"), logs.c.seq <= bindparam("upto"))
             .order_by(logs.c.seq, logs.c.channel))

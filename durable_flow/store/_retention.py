@@ -1,0 +1,85 @@
+"""Which checkpoints ``prune`` removes: the rule of ``CheckpointStore.prune``, for every store.
+
+Stores scan their checkpoints into :class:`Scanned` rows and delete what
+:func:`doomed` returns, so the memory and SQL stores cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Scanned", "anchor_of", "doomed"]
+
+Key = tuple[str, str]  # (run_id, checkpoint_id) or (run_id, thread)
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """One checkpoint as prune sees it."""
+
+    run_id: str
+    thread: str
+    id: str
+    old: bool
+    """Created before ``older_than`` (always true without it)."""
+    completed: bool
+    """Its status is ``completed``."""
+
+
+def anchor_of(thread: str) -> str:
+    """The anchor checkpoint id of a sub-thread ``"<anchor>/<node>"``.
+
+    Checkpoint ids hold no ``/``; node ids may.
+    """
+    return thread.partition("/")[0]
+
+
+def doomed(threads: Mapping[Key, Sequence[Scanned]], open_at: Iterable[Key],
+           keep_last: int | None) -> list[Scanned]:
+    """The checkpoints to remove.
+
+    ``threads`` maps ``(run_id, thread)`` to the thread's checkpoints, oldest
+    first; ``open_at`` names the checkpoints of open requests.
+    """
+    where = {(c.run_id, c.id): c.thread for chain in threads.values() for c in chain}
+    needed = _needed(threads, open_at, where)
+    removed: set[Key] = set()
+    for (run, _thread), chain in threads.items():
+        older = chain[:-keep_last] if keep_last else chain[:-1]
+        removed |= {(run, c.id) for c in older if c.old and (run, c.id) not in needed}
+    # A sub-workflow's checkpoints hang from their anchor and go with it: without
+    # it they could be neither forked nor inspected from the parent.
+    hanging = [(run, thread, chain) for (run, thread), chain in threads.items() if thread]
+    grew = True
+    while grew:  # one pass per nesting level
+        grew = False
+        for run, thread, chain in hanging:
+            anchor = (run, anchor_of(thread))
+            if anchor in removed or anchor not in where:
+                more = {(run, c.id) for c in chain} - removed - needed
+                removed |= more
+                grew = grew or bool(more)
+    return [c for chain in threads.values() for c in chain if (c.run_id, c.id) in removed]
+
+
+def _needed(threads: Mapping[Key, Sequence[Scanned]], open_at: Iterable[Key],
+            where: Mapping[Key, str]) -> set[Key]:
+    """What prune must keep, and every anchor above it.
+
+    Run heads, open requests' checkpoints and the heads of sub-workflows not
+    completed.
+    """
+    todo = [key for key in open_at if key in where]
+    for (run, thread), chain in threads.items():
+        if chain and (thread == "" or not chain[-1].completed):
+            todo.append((run, chain[-1].id))
+    needed: set[Key] = set()
+    while todo:
+        key = todo.pop()
+        if key in needed:
+            continue
+        needed.add(key)
+        if thread := where.get(key, ""):
+            todo.append((key[0], anchor_of(thread)))
+    return needed
