@@ -59,6 +59,7 @@ from .model._reducers import add, append, merge
 from .model._retry import RetryPolicy
 from .runtime._logging import configure_logging
 from .runtime._runtime import Runtime
+from .runtime._worker import Worker
 from .store._memory import MemoryStore
 from .store._protocols import CheckpointStore
 
@@ -127,6 +128,7 @@ __all__ = [
     "ToolSpec",
     "UnknownRequestError",
     "Usage",
+    "Worker",
     "Workflow",
     "WorkflowBuilder",
     "WorkflowMismatchError",

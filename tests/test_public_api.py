@@ -18,7 +18,7 @@ CONTRACT_NAMES = [
     "StateUpdateError", "ConflictingUpdateError", "SuperstepLimitError", "InvalidGotoError",
     "DuplicateStepError", "SubworkflowError", "RunFailedError", "RunNotFoundError",
     "InvalidResponseError", "UnknownRequestError", "SerializationError", "RunLockedError",
-    "LeaseLostError",
+    "LeaseLostError", "Worker",
 ]
 
 
@@ -73,8 +73,9 @@ def test_every_error_derives_from_durable_flow_error() -> None:
 def test_run_status_is_a_str_enum_with_the_contract_values() -> None:
     rs = durable_flow.RunStatus
     assert issubclass(rs, str) and issubclass(rs, enum.Enum)
-    assert {s.value for s in rs} == {"running", "waiting", "completed", "failed", "cancelled"}
-    assert rs.WAITING == "waiting"
+    assert {s.value for s in rs} == {"queued", "running", "waiting", "completed", "failed",
+                                     "cancelled"}
+    assert rs.WAITING == "waiting" and rs.QUEUED == "queued"
     assert rs("completed") is rs.COMPLETED
     assert isinstance(rs.FAILED, str)
 

@@ -47,9 +47,11 @@ class WorkflowBuilder:
     ``WorkflowValidationError`` together with the graph's problems.
     """
 
-    def __init__(self, name: str, state: type[Blackboard] = Blackboard) -> None:
+    def __init__(self, name: str, state: type[Blackboard] = Blackboard, *,
+                 version: str = "1") -> None:
         self.name = name
         self.state = state
+        self.version = version
         self._nodes: dict[str, NodeSpec] = {}
         self._edges: list[tuple[str, str, ConditionLike | None]] = []
         self._switches: dict[str, tuple[list[tuple[ConditionLike, str]], str | None]] = {}
@@ -352,13 +354,15 @@ class WorkflowBuilder:
             switches=MappingProxyType(switches),
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
-            max_supersteps=limit)
+            max_supersteps=limit, version=self.version)
         from ._validate import validate_graph
 
         problems += validate_graph(wf)
         from ._dataflow import check_dataflow
 
         problems += check_dataflow(wf)
+        if not isinstance(self.version, str) or not self.version.strip():
+            problems.append(f"version must be a non-empty string, got {self.version!r}")
         if problems:
             raise WorkflowValidationError(problems, workflow=name)
         return wf

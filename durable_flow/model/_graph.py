@@ -169,6 +169,7 @@ class Workflow:
     exits: frozenset[str]
     max_supersteps: int = 100
     loaded_from: str | None = None
+    version: str = "1"
 
     @property
     def schema(self) -> StateSchema:

@@ -33,8 +33,13 @@ __all__ = [
 
 
 class RunStatus(str, Enum):
-    """Where a run stands. A crashed run stays ``running`` until resumed."""
+    """Where a run stands. A crashed run stays ``running`` until resumed.
 
+    ``queued`` runs wait for a ``Worker`` (submitted, or answered through
+    ``Runtime.respond``, or given back by a worker that stopped).
+    """
+
+    QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
     COMPLETED = "completed"
@@ -128,6 +133,9 @@ class RunInfo:
     error: ErrorInfo | None = None
     forked_from: CheckpointRef | None = None
     workflow_ref: str | None = None
+    workflow_version: str = "1"
+    wake_at: datetime | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

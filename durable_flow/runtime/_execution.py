@@ -44,9 +44,12 @@ def final_event(run_id: str, result: RunResult, superstep: int = 0) -> Event:
 class Executor:
     """Runs claimed executions of runs for one ``Runtime``."""
 
-    def __init__(self, store: CheckpointStore, lease_ttl: float) -> None:
+    def __init__(self, store: CheckpointStore, lease_ttl: float, *,
+                 requeue_on_abort: bool = False) -> None:
         self.store = store
         self.lease_ttl = lease_ttl
+        # a worker that stops gives unfinished runs back to the queue
+        self.requeue_on_abort = requeue_on_abort
         self.active: dict[str, asyncio.Task[Any]] = {}
         self.cancelling: set[str] = set()
 
@@ -102,7 +105,7 @@ class Executor:
 
     async def _release(self, lease: Lease) -> None:
         with contextlib.suppress(Exception):
-            await self.store.release_lease(lease)
+            await self.store.release_lease(lease, requeue=self.requeue_on_abort)
 
     async def _renew(self, rc: RunContext) -> None:
         await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)

@@ -59,7 +59,9 @@ class Inspector:
             run_id=record.run_id, workflow_name=record.workflow_name, status=record.status,
             created_at=record.created_at, updated_at=record.updated_at,
             head_checkpoint_id=record.head_checkpoint_id, error=record.error,
-            forked_from=record.forked_from, workflow_ref=record.workflow_ref)
+            forked_from=record.forked_from, workflow_ref=record.workflow_ref,
+            workflow_version=record.workflow_version, wake_at=record.wake_at,
+            priority=record.priority)
 
     async def runs(self, status: RunStatus | str | None, workflow: str | None) -> list[RunInfo]:
         """Runs, newest first."""

@@ -9,6 +9,7 @@ second execution of the same run can neither start nor write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import math
@@ -48,6 +49,7 @@ from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpda
 from ._execution import Executor, final_event
 from ._inspect import Inspector, to_pending
 from ._responses import check_responses
+from ._signals import signals_for
 
 __all__ = ["Runtime", "input_digest"]
 
@@ -112,29 +114,44 @@ class Runtime:
         values, entry = _validated_input(workflow, input)
         run_id = run_id or new_run_id()
         digest = input_digest(values)
-        record = await self.store.get_run(run_id)
-        if record is None:
-            limit = max_supersteps or workflow.max_supersteps
-            lease = self._new_lease(run_id)
-            runner = ThreadRunner(RunContext(self.store, lease, workflow.name, None), workflow)
-            write, state = runner.first_checkpoint(values, entry)
-            done = not state.meta.next_tasks
-            now = utcnow()
-            new = RunRecord(
-                run_id=run_id, workflow_name=workflow.name,
-                status=RunStatus.COMPLETED if done else RunStatus.RUNNING, created_at=now,
-                updated_at=now, head_checkpoint_id=write.meta.id, signature=workflow.signature,
-                max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest)
-            try:
-                await self.store.create_run(new, [write], None if done else lease)
-            except RunExistsError:
-                record = await self._require(run_id)  # another caller created it first
-            else:
-                async for event in self._begin(workflow, lease, state, events, limit):
-                    yield event
-                return
+        limit = max_supersteps or workflow.max_supersteps
+        lease = self._new_lease(run_id)
+        created = await self._create(workflow, lease, values, entry, digest, limit=limit,
+                                     workflow_ref=workflow_ref, status=RunStatus.RUNNING)
+        if isinstance(created, ThreadState):
+            async for event in self._begin(workflow, lease, created, events, limit):
+                yield event
+            return
+        record = created
         async for event in self._rejoin(workflow, record, digest, events):
             yield event
+
+    async def _create(self, workflow: Workflow, lease: Lease, values: dict[str, Any],
+                      entry: Routed, digest: str, *, limit: int, workflow_ref: str | None,
+                      status: RunStatus, priority: int = 0) -> ThreadState | RunRecord:
+        """Create a run with its input checkpoint in one transaction.
+
+        ``status`` is ``running`` (this runtime executes it, under ``lease``)
+        or ``queued`` (for a worker); a run with nothing to run is created
+        ``completed``. Returns the new head state, or the existing run's row
+        when the id is taken.
+        """
+        runner = ThreadRunner(RunContext(self.store, lease, workflow.name, None), workflow)
+        write, state = runner.first_checkpoint(values, entry)
+        done = not state.meta.next_tasks
+        now = utcnow()
+        new = RunRecord(
+            run_id=lease.run_id, workflow_name=workflow.name,
+            status=RunStatus.COMPLETED if done else status, created_at=now, updated_at=now,
+            head_checkpoint_id=write.meta.id, signature=workflow.signature,
+            max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest,
+            workflow_version=workflow.version, priority=priority)
+        held = lease if new.status is RunStatus.RUNNING else None
+        try:
+            await self.store.create_run(new, [write], held)
+        except RunExistsError:
+            return await self._require(lease.run_id)  # another caller created it first
+        return state
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
                      limit: int, **started: Any) -> AsyncIterator[Event]:
@@ -157,12 +174,7 @@ class Runtime:
     async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
                       events: bool) -> AsyncIterator[Event]:
         """``run`` with the id of an existing run: its result, or its continuation."""
-        if record.workflow_name != workflow.name or record.input_digest != digest:
-            what = "workflow" if record.workflow_name != workflow.name else "input"
-            raise InvalidInputError(
-                f"run {record.run_id} already exists with another {what}; "
-                "start it with a new run_id, or resume it")
-        self._check_signature(workflow, record, False)
+        self._check_same_start(workflow, record, digest)
         if record.status is RunStatus.RUNNING:
             async for event in self._continue(workflow, record.run_id, None, False,
                                               events=events):
@@ -292,6 +304,15 @@ class Runtime:
         finally:
             await self.store.release_lease(rc.lease)
 
+    def _check_same_start(self, workflow: Workflow, record: RunRecord, digest: str) -> None:
+        """Starting an existing run id again must name the same workflow and input."""
+        if record.workflow_name != workflow.name or record.input_digest != digest:
+            what = "workflow" if record.workflow_name != workflow.name else "input"
+            raise InvalidInputError(
+                f"run {record.run_id} already exists with another {what}; "
+                "start it with a new run_id, or resume it")
+        self._check_signature(workflow, record, False)
+
     async def _repeated(self, workflow: Workflow, run_id: str) -> Event:
         """The result for answers that were all recorded before: the run as it stands.
 
@@ -318,6 +339,88 @@ class Runtime:
     def _new_lease(self, run_id: str) -> Lease:
         """The first lease of a run this runtime creates (epoch 1)."""
         return Lease(run_id, self.owner, 1, utcnow() + timedelta(seconds=self.lease_ttl))
+
+    # the queue: runs for workers ------------------------------------------------
+    async def submit(self, workflow: Workflow,
+                     input: Mapping[str, Any] | Blackboard | None = None, *,
+                     run_id: str | None = None, priority: int = 0) -> RunInfo:
+        """Save the run's input checkpoint and queue it for a ``Worker``; returns at once.
+
+        Idempotent on ``run_id`` like :meth:`run`: the same id with the same
+        input returns the run as it stands; another input raises
+        ``InvalidInputError``. Higher ``priority`` runs are claimed first.
+        """
+        _check_workflow(workflow)
+        _check_start_args(run_id, None)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidInputError(f"priority must be an int, got {priority!r}")
+        values, entry = _validated_input(workflow, input)
+        lease = self._new_lease(run_id or new_run_id())
+        digest = input_digest(values)
+        created = await self._create(workflow, lease, values, entry, digest,
+                                     limit=workflow.max_supersteps, workflow_ref=None,
+                                     status=RunStatus.QUEUED, priority=priority)
+        if isinstance(created, RunRecord):
+            self._check_same_start(workflow, created, digest)
+        else:
+            signals_for(self.store).wake()
+        return self._inspect.info(await self._require(lease.run_id))
+
+    async def respond(self, run_id: str, responses: Mapping[str, Any]) -> RunInfo:
+        """Record answers without executing anything; no workflow code is needed.
+
+        Answers are checked exactly as :meth:`resume` checks them (against the
+        stored JSON Schema). Once no request of the run is left open, the run
+        becomes ``queued``, so a worker continues it (or a later ``resume``).
+        Re-sending recorded answers is a no-op; ``RunLockedError`` while an
+        execution holds the run.
+        """
+        _check_mapping("responses", responses)
+        if not responses:
+            raise InvalidInputError("responses must answer at least one request")
+        record = await self._require(run_id)
+        if record.status.is_final and await self._only_repeats(record, responses):
+            return self._inspect.info(record)
+        answers, _ = await check_responses(self.store, record, responses)
+        updated = await self.store.respond(run_id, answers)
+        if updated.status is RunStatus.QUEUED:
+            signals_for(self.store).wake()
+        return self._inspect.info(updated)
+
+    async def wait(self, run_id: str, *, timeout: float | timedelta | None = None) -> RunInfo:
+        """Return once the run is waiting, completed, failed or cancelled.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds (a number or a
+        ``timedelta``; None waits for as long as it takes).
+        """
+        limit = _seconds("timeout", timeout)
+        loop = asyncio.get_running_loop()
+        deadline = None if limit is None else loop.time() + limit
+        delay = 0.01
+        while True:
+            record = await self._require(run_id)
+            if record.status in _SETTLED:
+                return self._inspect.info(record)
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"run {run_id} is still {record.status.value} "
+                                   f"after {limit:g}s")
+            await signals_for(self.store).wait(delay if left is None else min(delay, left))
+            delay = min(delay * 1.5, 0.5)
+
+    async def execute_claimed(self, workflow: Workflow, record: RunRecord,
+                              lease: Lease) -> RunResult:
+        """Execute a run a worker claimed (``lease`` is already held); internal to workers."""
+        head = record.head_checkpoint_id or ""
+
+        async def go(rc: RunContext) -> ThreadOutcome:
+            runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
+            state = await runner.load(head)
+            if not state.meta.next_tasks:
+                await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
+            return await runner.run(state)
+
+        return await _last(self._exec.execute(workflow, lease, go, events=False))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,
@@ -453,6 +556,23 @@ def _check_workflow(workflow: object) -> None:
     if not isinstance(workflow, Workflow):
         raise InvalidInputError(
             f"expected a Workflow (from WorkflowBuilder.build()), got {type(workflow).__name__}")
+
+
+_SETTLED = frozenset({RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.FAILED,
+                      RunStatus.CANCELLED})
+
+
+def _seconds(name: str, value: float | timedelta | None) -> float | None:
+    """A duration argument in seconds; ``InvalidInputError`` unless it is >= 0 and finite."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise InvalidInputError(f"{name} must be a number of seconds >= 0 or a timedelta, "
+                                f"got {value!r}")
+    return float(value)
 
 
 def _check_start_args(run_id: object, max_supersteps: object) -> None:

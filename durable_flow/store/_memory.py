@@ -36,10 +36,20 @@ from ._protocols import (
     StepRow,
     TaskWrite,
     check_claimable,
+    check_respondable,
+    claimed_record,
 )
 from ._retention import Scanned, doomed
 
 __all__ = ["MemoryStore"]
+
+def _claimable(run: RunRecord, now: datetime) -> bool:
+    """Queued, or running with no live lease (its holder died)."""
+    if run.status is RunStatus.QUEUED:
+        return True
+    return run.status is RunStatus.RUNNING and (
+        run.lease_expires_at is None or run.lease_expires_at < now)
+
 
 class MemoryStore:
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
@@ -137,13 +147,50 @@ class MemoryStore:
             self._runs[lease.run_id] = dataclasses.replace(run, lease_expires_at=new.expires_at)
             return new
 
-    async def release_lease(self, lease: Lease) -> None:
-        """Give the lease up if it is still ours."""
+    async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
+        """Give the lease up if it is still ours (``requeue``: running becomes queued)."""
         async with self._lock:
             run = self._runs.get(lease.run_id)
             if run and run.lease_epoch == lease.epoch and run.lease_owner == lease.owner:
+                status = RunStatus.QUEUED if requeue and run.status is RunStatus.RUNNING \
+                    else run.status
                 self._runs[lease.run_id] = dataclasses.replace(
-                    run, lease_owner=None, lease_expires_at=None)
+                    run, lease_owner=None, lease_expires_at=None, status=status)
+
+    async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
+                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+        """Claim up to ``limit`` queued or abandoned runs of these workflow versions."""
+        async with self._lock:
+            now = utcnow()
+            wanted = set(workflows)
+            candidates = sorted(
+                (r for r in self._runs.values()
+                 if (r.workflow_name, r.workflow_version) in wanted and _claimable(r, now)),
+                key=lambda r: (-r.priority, r.created_at, r.run_id))
+            claimed: list[tuple[RunRecord, Lease]] = []
+            for run in candidates[:limit]:
+                lease = Lease(run.run_id, owner, run.lease_epoch + 1,
+                              now + timedelta(seconds=ttl))
+                run = claimed_record(run, lease, now)
+                self._runs[run.run_id] = run
+                claimed.append((run, lease))
+            return claimed
+
+    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+        """Record answers; a waiting run with no open request left becomes queued."""
+        async with self._lock:
+            run = self._require_run(run_id)
+            now = utcnow()
+            check_respondable(run, now)
+            for rid, answer in self._new_answers(run_id, answers).items():
+                self._requests[(run_id, rid)] = dataclasses.replace(
+                    self._requests[(run_id, rid)], answer=answer, answered_at=now)
+            still_open = any(r.run_id == run_id and r.answer is None
+                             for r in self._requests.values())
+            if run.status is RunStatus.WAITING and not still_open:
+                run = dataclasses.replace(run, status=RunStatus.QUEUED, updated_at=now)
+                self._runs[run_id] = run
+            return run
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled and fence out any holder."""

@@ -38,7 +38,7 @@ The protocols are split by concern: :class:`RunStore` (runs and claims),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -58,6 +58,8 @@ from ._rows import (
     StepRow,
     TaskWrite,
     check_claimable,
+    check_respondable,
+    claimed_record,
 )
 
 __all__ = [
@@ -80,6 +82,8 @@ __all__ = [
     "StepRow",
     "TaskWrite",
     "check_claimable",
+    "check_respondable",
+    "claimed_record",
 ]
 
 
@@ -128,12 +132,40 @@ class RunStore(Protocol):
         """
         ...
 
+    async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
+                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+        """A worker's claim: up to ``limit`` runs, in one transaction.
+
+        Takes runs of the given ``(workflow_name, workflow_version)`` pairs
+        that are ``queued``, or ``running`` with no live lease (their holder
+        died), highest ``priority`` first, then oldest; sets each ``running``
+        under a new lease (next epoch). Runs another transaction is claiming
+        are skipped, never waited for. Returns the claimed runs as they are
+        now, with their leases.
+        """
+        ...
+
+    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+        """Record answers to open requests without executing, in one transaction.
+
+        Raises ``RunNotFoundError``, ``RunNotResumableError`` (completed or
+        cancelled), ``RunLockedError`` (a live lease: an execution is under
+        way) and ``UnknownRequestError`` (an id that is not open, unless it
+        repeats the recorded answer), writing nothing. A ``waiting`` run left
+        with no open request becomes ``queued``. Returns the run row.
+        """
+        ...
+
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease. Raises ``LeaseLostError`` if it was taken over."""
         ...
 
-    async def release_lease(self, lease: Lease) -> None:
-        """Give the lease up; does nothing if it is no longer ours."""
+    async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
+        """Give the lease up; does nothing if it is no longer ours.
+
+        With ``requeue`` a run still ``running`` becomes ``queued`` (a worker
+        that stops gives its unfinished runs back).
+        """
         ...
 
     async def cancel_run(self, run_id: str) -> RunRecord:

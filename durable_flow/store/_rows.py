@@ -8,7 +8,7 @@ live apart, in ``sql/_tables.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..errors import RunLockedError, RunNotResumableError
@@ -29,6 +29,8 @@ __all__ = [
     "StepRow",
     "TaskWrite",
     "check_claimable",
+    "check_respondable",
+    "claimed_record",
 ]
 
 HEAD_MOVED = "the head this commit extends has moved"
@@ -61,6 +63,9 @@ class RunRecord:
     forked_from: CheckpointRef | None = None
     workflow_ref: str | None = None
     input_digest: str | None = None
+    workflow_version: str = "1"
+    priority: int = 0
+    wake_at: datetime | None = None
     lease_owner: str | None = None
     lease_epoch: int = 0
     lease_expires_at: datetime | None = None
@@ -235,3 +240,20 @@ def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:
                              (run.lease_expires_at - now).total_seconds())
     if claim.expect_head is not None and run.head_checkpoint_id != claim.expect_head:
         raise RunLockedError(run.run_id, run.lease_owner or "another runtime", 0.0)
+
+
+def check_respondable(run: RunRecord, now: datetime) -> None:
+    """Raise why answers cannot be recorded for ``run`` without executing it now."""
+    if run.status.is_final:
+        raise RunNotResumableError(run.run_id, run.status.value)
+    if run.lease_owner is not None and run.lease_expires_at is not None \
+            and run.lease_expires_at > now:
+        raise RunLockedError(run.run_id, run.lease_owner,
+                             (run.lease_expires_at - now).total_seconds())
+
+
+def claimed_record(run: RunRecord, lease: Lease, now: datetime) -> RunRecord:
+    """``run`` as a worker's claim leaves it: ``running`` under ``lease``."""
+    return replace(run, status=RunStatus.RUNNING, error=None, updated_at=now,
+                   lease_owner=lease.owner, lease_epoch=lease.epoch,
+                   lease_expires_at=lease.expires_at)

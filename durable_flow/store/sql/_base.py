@@ -48,6 +48,8 @@ from .._protocols import (
     StepRow,
     TaskWrite,
     check_claimable,
+    check_respondable,
+    claimed_record,
 )
 from .._retention import Scanned, doomed
 from . import _tables as t
@@ -230,7 +232,7 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
         raise RunNotFoundError(claim.run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
     check_claimable(run, claim, now)
-    answers = yield from _open_answers(q, claim)
+    answers = yield from _open_answers(q, claim.run_id, claim.answers)
     status, error = run.status, run.error
     if answers or status is not RunStatus.WAITING:
         status, error = RunStatus.RUNNING, None
@@ -247,21 +249,59 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
     return lease
 
 
-def _open_answers(q: Queries, claim: Claim) -> Tx[dict[str, bytes]]:
-    """The claim's answers to record: open requests only; identical repeats skipped."""
-    ids = list(claim.answers)
+def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[dict[str, bytes]]:
+    """The answers to record: open requests only; identical repeats skipped."""
+    ids = list(answers)
     if not ids:
         return {}
     found = yield from fetch_each(q.req_get_answer, [
-        {"run_id": claim.run_id, "request_id": rid} for rid in ids])
+        {"run_id": run_id, "request_id": rid} for rid in ids])
     out: dict[str, bytes] = {}
     for rid, rows in zip(ids, found, strict=True):
-        answer = claim.answers[rid]
+        answer = answers[rid]
         if not rows or (rows[0][0] is not None and bytes(rows[0][0]) != answer):
-            raise UnknownRequestError(claim.run_id, rid)
+            raise UnknownRequestError(run_id, rid)
         if rows[0][0] is None:
             out[rid] = answer
     return out
+
+
+def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
+                  limit: int) -> Tx[list[tuple[RunRecord, Lease]]]:
+    """Claim up to ``limit`` runs a worker may take, highest priority, then oldest, first."""
+    now = utcnow()
+    candidates: list[RunRecord] = []
+    for name, version in workflows:
+        rows = yield from fetch(q.run_claimable, workflow_name=name, workflow_version=version,
+                                now=t.to_us(now), n=limit)
+        candidates.extend(t.run_from_row(row) for row in rows)
+    candidates.sort(key=lambda r: (-r.priority, r.created_at, r.run_id))
+    claimed: list[tuple[RunRecord, Lease]] = []
+    for run in candidates[:limit]:
+        lease = Lease(run.run_id, owner, run.lease_epoch + 1, now + timedelta(seconds=ttl))
+        if (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
+                               owner=owner, epoch=lease.epoch, expires=t.to_us(lease.expires_at),
+                               new_status=RunStatus.RUNNING.value, new_error=None,
+                               now=t.to_us(now))):
+            claimed.append((claimed_record(run, lease, now), lease))
+    return claimed
+
+
+def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunRecord]:
+    """Record answers; a waiting run with no open request left becomes ``queued``."""
+    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    if not rows:
+        raise RunNotFoundError(run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    check_respondable(run, now)
+    new = yield from _open_answers(q, run_id, answers)
+    if new:
+        yield from _answer(q, run_id, new, t.to_us(now))
+    still_open = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
+    if run.status is RunStatus.WAITING and not still_open:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+                           now=t.to_us(now))
+    return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
 
 def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
@@ -273,10 +313,14 @@ def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
     return renewed
 
 
-def release_lease_tx(q: Queries, lease: Lease) -> Tx[None]:
-    """Free the lease if it is still ours."""
-    yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
-                       owner=lease.owner)
+def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
+    """Free the lease if it is still ours (``requeue``: a ``running`` run becomes ``queued``)."""
+    if requeue:
+        yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
+                           owner=lease.owner, now=_now())
+    else:
+        yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
+                           owner=lease.owner)
 
 
 def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
@@ -587,9 +631,19 @@ class SqlStore(abc.ABC):
         """Extend a held lease; ``LeaseLostError`` if it was taken over."""
         return await self.driver.run(renew_lease_tx(self._q, lease, ttl), write=True)
 
-    async def release_lease(self, lease: Lease) -> None:
+    async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
         """Give the lease up; does nothing if it is no longer ours."""
-        await self.driver.run(release_lease_tx(self._q, lease), write=True)
+        await self.driver.run(release_lease_tx(self._q, lease, requeue), write=True)
+
+    async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
+                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+        """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``)."""
+        return await self.driver.run(claim_next_tx(self._q, owner, ttl, workflows, limit),
+                                     write=True)
+
+    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+        """Record answers without executing (see ``RunStore.respond``)."""
+        return await self.driver.run(respond_tx(self._q, run_id, answers), write=True)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled, fence out any holder, close its requests."""

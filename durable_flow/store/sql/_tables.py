@@ -39,6 +39,7 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    case,
     delete,
     func,
     select,
@@ -98,6 +99,7 @@ class RunTable(_TableModel, table=True):
     __table_args__ = (
         Index("ix_runs_created", "created_at", "run_id"),
         Index("ix_runs_status", "status", "created_at", "run_id"),
+        Index("ix_runs_claim", "workflow_name", "status", "priority", "created_at", "run_id"),
         Index("ix_runs_workflow", "workflow_name", "created_at", "run_id"),
     )
 
@@ -115,7 +117,11 @@ class RunTable(_TableModel, table=True):
     lease_owner: str | None
     lease_epoch: int
     lease_expires_at: int | None = Field(sa_type=BigInteger)
-    input_digest: str | None = None  # added by migration 0002, so it comes last
+    # added by migration 0002, so they come last
+    input_digest: str | None = None
+    workflow_version: str = Field(default="1", sa_column_kwargs={"server_default": "1"})
+    priority: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    wake_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class CheckpointTable(_TableModel, table=True):
@@ -337,6 +343,8 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "forked_from": None if origin is None else _dumps(
             {"run_id": origin.run_id, "checkpoint_id": origin.checkpoint_id}),
         "workflow_ref": run.workflow_ref, "input_digest": run.input_digest,
+        "workflow_version": run.workflow_version, "priority": run.priority,
+        "wake_at": _maybe_us(run.wake_at),
         "lease_owner": run.lease_owner,
         "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
     }
@@ -359,7 +367,9 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             head_checkpoint_id=row["head_checkpoint_id"], signature=row["signature"],
             max_supersteps=row["max_supersteps"], error=_decode_error(row["error"]),
             forked_from=_forked_from(row["forked_from"]), workflow_ref=row["workflow_ref"],
-            input_digest=row["input_digest"], lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
+            input_digest=row["input_digest"], workflow_version=row["workflow_version"],
+            priority=row["priority"], wake_at=_maybe_from_us(row["wake_at"]),
+            lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
             lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
         )
     except (ValueError, TypeError, KeyError) as exc:
@@ -562,6 +572,21 @@ class Queries:
         self.run_update_cas = c(update(runs).where(*lease, head).values(changes))
         self.run_update_release_cas = c(update(runs).where(*lease, head).values(
             {**changes, "lease_owner": None, "lease_expires_at": None}))
+        # a worker's claim: the oldest runs of one workflow version a worker may take,
+        # highest priority first; rows another transaction locked are skipped
+        expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
+        claimable = (runs.c.status == RunStatus.QUEUED.value) | (
+            (runs.c.status == RunStatus.RUNNING.value) & expired)
+        self.run_claimable = c(select(runs).where(
+            *_where(runs, "workflow_name", "workflow_version"), claimable)
+            .order_by(runs.c.priority.desc(), runs.c.created_at, runs.c.run_id)
+            .limit(bindparam("n")).with_for_update(skip_locked=True))
+        self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
+            status=bindparam("new_status"), updated_at=bindparam("now")))
+        self.lease_release_requeue = c(update(runs).where(*lease).values(
+            lease_owner=None, lease_expires_at=None, updated_at=bindparam("now"),
+            status=case((runs.c.status == RunStatus.RUNNING.value, RunStatus.QUEUED.value),
+                        else_=runs.c.status)))
         # a claim: the row is locked (FOR UPDATE on PostgreSQL; SQLite holds the
         # database write lock) and updated only if its epoch is still the one read
         self.run_get_locked = c(select(runs).where(*_where(runs, "run_id")).with_for_update())
