@@ -1,0 +1,76 @@
+"""``durable-flow worker``: serve runs from the store until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from ..model._graph import Workflow
+from ..runtime._worker import Worker
+from ._db import display_db, open_store
+from ._output import make_console
+from ._support import CliOptions, options, resolve_workflow
+
+__all__ = ["worker"]
+
+TargetsArg = Annotated[list[str], typer.Argument(
+    metavar="MODULE:WORKFLOW...", show_default=False,
+    help="The workflows this worker runs (each name and version it is given).")]
+
+
+def worker(
+    ctx: typer.Context,
+    targets: TargetsArg,
+    concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
+    lease_ttl: Annotated[float, typer.Option(
+        help="Seconds a run's lease lives without renewal (renewed every third).")] = 30.0,
+    poll_interval: Annotated[float, typer.Option(
+        help="Seconds between looks at the queue when nothing wakes the worker.")] = 1.0,
+    grace_period: Annotated[float, typer.Option(
+        help="Seconds running supersteps get to finish on stop.")] = 10.0,
+    name: Annotated[str | None, typer.Option(help="This worker's name in leases and logs.")] = None,
+) -> None:
+    """Claim queued and abandoned runs of these workflows and execute them.
+
+    SIGTERM or Ctrl-C stops gracefully (running supersteps finish within the
+    grace period; what is left goes back to the queue); a second one stops at once.
+    """
+    opts = options(ctx)
+    workflows = [resolve_workflow(t) for t in targets]
+    made = Worker(open_store(opts.db, create=True), workflows, concurrency=concurrency,
+                  lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
+                  name=name)
+    asyncio.run(_serve(opts, made, workflows))
+
+
+async def _serve(opts: CliOptions, w: Worker, workflows: list[Workflow]) -> None:
+    console = make_console()
+    async with w:
+        serving = asyncio.create_task(w.serve())
+        loop = asyncio.get_running_loop()
+        stops: list[asyncio.Task[None]] = []
+
+        def on_signal() -> None:
+            if not stops:
+                console.print(Text(f"stopping: {len(w.running)} run(s) get "
+                                   f"{w.grace_period:g}s to finish (again to stop now)"))
+                stops.append(asyncio.create_task(w.stop()))
+            else:
+                serving.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        names = ", ".join(f"{wf.name}@{wf.version}" for wf in workflows)
+        console.print(Text(f"worker {w.name} serving {names} on {display_db(opts.db)} "
+                           f"(concurrency {w.concurrency})"), soft_wrap=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        for task in stops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    console.print(Text(f"worker {w.name} stopped after {len(w.results)} execution(s)"))
