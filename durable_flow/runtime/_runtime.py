@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import math
 import os
 import socket
@@ -21,7 +20,7 @@ from typing import Any
 
 from ..engine._fork import commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
-from ..engine._state import ThreadState, encode_field, input_values
+from ..engine._state import ThreadState
 from ..errors import (
     DurableFlowError,
     InvalidInputError,
@@ -44,14 +43,24 @@ from ..model._records import (
     RunStatus,
     Snapshot,
 )
-from ..model._routing import Routed, route_entry
+from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
 from ._execution import Executor, final_event
+from ._inputs import (
+    SETTLED,
+    check_mapping,
+    check_start_args,
+    check_workflow,
+    input_digest,
+    last_result,
+    seconds,
+    validated_input,
+)
 from ._inspect import Inspector, to_pending
 from ._responses import check_responses
 from ._signals import signals_for
 
-__all__ = ["Runtime", "input_digest"]
+__all__ = ["Runtime"]
 
 
 class Runtime:
@@ -95,7 +104,7 @@ class Runtime:
         lease expired; ``RunLockedError`` while another runtime holds it); the
         same id with another input raises ``InvalidInputError``.
         """
-        return await _last(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
+        return await last_result(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
                                        events=False))
 
     async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
@@ -109,9 +118,9 @@ class Runtime:
     async def _start(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None,
                      run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
                      *, events: bool) -> AsyncIterator[Event]:
-        _check_workflow(workflow)
-        _check_start_args(run_id, max_supersteps)
-        values, entry = _validated_input(workflow, input)
+        check_workflow(workflow)
+        check_start_args(run_id, max_supersteps)
+        values, entry = validated_input(workflow, input)
         run_id = run_id or new_run_id()
         digest = input_digest(values)
         limit = max_supersteps or workflow.max_supersteps
@@ -193,7 +202,7 @@ class Runtime:
         ``RunLockedError``. Re-sending answers that were already recorded is a
         no-op that returns the current result.
         """
-        return await _last(self._continue(workflow, run_id, responses, allow_mismatch,
+        return await last_result(self._continue(workflow, run_id, responses, allow_mismatch,
                                           events=False))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
@@ -212,8 +221,8 @@ class Runtime:
     async def _continue(self, workflow: Workflow, run_id: str,
                         responses: Mapping[str, Any] | None, allow_mismatch: bool,
                         *, events: bool) -> AsyncIterator[Event]:
-        _check_workflow(workflow)
-        _check_mapping("responses", responses)
+        check_workflow(workflow)
+        check_mapping("responses", responses)
         record = await self._require(run_id)
         self._check_signature(workflow, record, allow_mismatch)
         if record.status.is_final and not await self._only_repeats(record, responses):
@@ -256,8 +265,8 @@ class Runtime:
         The new run, its copied checkpoints and its lease are created in one
         transaction; a fork that fails before that writes nothing.
         """
-        _check_workflow(workflow)
-        _check_mapping("update", update)
+        check_workflow(workflow)
+        check_mapping("update", update)
         if not isinstance(checkpoint_id, str):
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
@@ -265,7 +274,7 @@ class Runtime:
         lease = self._new_lease(new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
         state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
-        return await _last(self._begin(workflow, lease, state, False, source.max_supersteps,
+        return await last_result(self._begin(workflow, lease, state, False, source.max_supersteps,
                                        forked_from=checkpoint_id))
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
@@ -285,7 +294,7 @@ class Runtime:
         it first, or ``fork`` with ``update=``. Completed and cancelled runs
         raise ``RunNotResumableError``.
         """
-        _check_workflow(workflow)
+        check_workflow(workflow)
         if not isinstance(values, Mapping):
             raise InvalidInputError(f"values must be a mapping of field names, got {values!r}")
         record = await self._resumable(workflow, run_id, False)
@@ -350,11 +359,11 @@ class Runtime:
         input returns the run as it stands; another input raises
         ``InvalidInputError``. Higher ``priority`` runs are claimed first.
         """
-        _check_workflow(workflow)
-        _check_start_args(run_id, None)
+        check_workflow(workflow)
+        check_start_args(run_id, None)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidInputError(f"priority must be an int, got {priority!r}")
-        values, entry = _validated_input(workflow, input)
+        values, entry = validated_input(workflow, input)
         lease = self._new_lease(run_id or new_run_id())
         digest = input_digest(values)
         created = await self._create(workflow, lease, values, entry, digest,
@@ -375,7 +384,7 @@ class Runtime:
         Re-sending recorded answers is a no-op; ``RunLockedError`` while an
         execution holds the run.
         """
-        _check_mapping("responses", responses)
+        check_mapping("responses", responses)
         if not responses:
             raise InvalidInputError("responses must answer at least one request")
         record = await self._require(run_id)
@@ -393,13 +402,13 @@ class Runtime:
         Raises ``TimeoutError`` after ``timeout`` seconds (a number or a
         ``timedelta``; None waits for as long as it takes).
         """
-        limit = _seconds("timeout", timeout)
+        limit = seconds("timeout", timeout)
         loop = asyncio.get_running_loop()
         deadline = None if limit is None else loop.time() + limit
         delay = 0.01
         while True:
             record = await self._require(run_id)
-            if record.status in _SETTLED:
+            if record.status in SETTLED:
                 return self._inspect.info(record)
             left = None if deadline is None else deadline - loop.time()
             if left is not None and left <= 0:
@@ -420,7 +429,7 @@ class Runtime:
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        return await _last(self._exec.execute(workflow, lease, go, events=False))
+        return await last_result(self._exec.execute(workflow, lease, go, events=False))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,
@@ -478,7 +487,7 @@ class Runtime:
 
     async def recover(self, workflow: Workflow) -> list[RunResult]:
         """Resume this workflow's ``running`` runs whose lease has expired."""
-        _check_workflow(workflow)
+        check_workflow(workflow)
         results = []
         now = utcnow()
         for record in await self.store.list_runs(status=RunStatus.RUNNING,
@@ -550,78 +559,3 @@ class Runtime:
     def _check_signature(workflow: Workflow, record: RunRecord, allow: bool) -> None:
         if not allow and record.signature != workflow.signature:
             raise WorkflowMismatchError(record.run_id, record.signature, workflow.signature)
-
-
-def _check_workflow(workflow: object) -> None:
-    if not isinstance(workflow, Workflow):
-        raise InvalidInputError(
-            f"expected a Workflow (from WorkflowBuilder.build()), got {type(workflow).__name__}")
-
-
-_SETTLED = frozenset({RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.FAILED,
-                      RunStatus.CANCELLED})
-
-
-def _seconds(name: str, value: float | timedelta | None) -> float | None:
-    """A duration argument in seconds; ``InvalidInputError`` unless it is >= 0 and finite."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0:
-        raise InvalidInputError(f"{name} must be a number of seconds >= 0 or a timedelta, "
-                                f"got {value!r}")
-    return float(value)
-
-
-def _check_start_args(run_id: object, max_supersteps: object) -> None:
-    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-        raise InvalidInputError(f"run_id must be a non-empty string, got {run_id!r}")
-    if max_supersteps is not None and (isinstance(max_supersteps, bool)
-                                       or not isinstance(max_supersteps, int)
-                                       or max_supersteps < 1):
-        raise InvalidInputError(f"max_supersteps must be a positive int, got {max_supersteps!r}")
-
-
-def _validated_input(workflow: Workflow, input: Mapping[str, Any] | Blackboard | None
-                     ) -> tuple[dict[str, Any], Routed]:
-    """The typed input values and the entry they route to; ``InvalidInputError`` if bad."""
-    try:
-        values = input_values(workflow.schema, input if input is not None else {})
-    except InvalidInputError:
-        raise
-    except ValueError as exc:
-        raise InvalidInputError(f"input does not fit {workflow.state.__name__}: {exc}") from None
-    try:
-        entry = route_entry(workflow, workflow.schema.build(values))
-    except Exception as exc:
-        raise InvalidInputError(
-            f"routing the input to the entry failed: {type(exc).__name__}: {exc}") from exc
-    return values, entry
-
-
-def input_digest(values: Mapping[str, Any]) -> str:
-    """A digest of a run's input values: equal inputs, equal digests."""
-    h = hashlib.sha256()
-    for name in sorted(values):
-        h.update(name.encode())
-        h.update(b"\0")
-        h.update(encode_field("<input>", name, values[name]))
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def _check_mapping(name: str, value: object) -> None:
-    if value is not None and not isinstance(value, Mapping):
-        raise InvalidInputError(f"{name} must be a mapping, got {type(value).__name__}")
-
-
-async def _last(events: AsyncIterator[Event | RunResult]) -> RunResult:
-    last: Any = None
-    async for event in events:
-        last = event
-    if isinstance(last, Event) and last.result is not None:
-        return last.result
-    raise RuntimeError("the run ended without a result")  # pragma: no cover
-
