@@ -6,11 +6,12 @@ import copy
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
+import pydantic.dataclasses
 import pytest
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, RootModel, TypeAdapter, ValidationError
 
 from durable_flow import Message, ToolCall
 from durable_flow.model._frozen import FrozenDict, FrozenList, FrozenSet, freeze, freeze_appended
@@ -39,6 +40,35 @@ class Pinned(BaseModel):
 class Point:
     x: int
     path: list[int]
+
+
+T = TypeVar("T")
+
+
+class Box(BaseModel, Generic[T]):
+    item: T
+    more: list[T] = []
+
+
+class Tree(BaseModel):
+    name: str = ""
+    children: list[Tree] = []
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    known: int = 0
+
+
+class Numbers(RootModel[list[int]]):
+    pass
+
+
+@pydantic.dataclasses.dataclass
+class Checked:
+    n: int
+    items: list[int]
 
 
 class Pair(NamedTuple):
@@ -278,3 +308,27 @@ def test_unknown_objects_and_scalars_pass_through() -> None:
     assert freeze(marker) is marker
     assert freeze(bytearray(b"ab")) == b"ab"
     assert freeze(frozenset({1})) == frozenset({1})
+
+
+KINDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    "generic model": (Box[list[int]](item=[1], more=[[2]]), lambda v: v.item.append(3)),
+    "recursive model": (Tree(children=[Tree(name="leaf")]), lambda v: setattr(v.children[0], "name", "x")),
+    "model extras": (Open(known=1, loose=[1]), lambda v: v.loose.append(2)),
+    "model extras dict": (Open(known=1, loose=[1]), lambda v: v.model_extra.__setitem__("k", 1)),
+    "root model": (Numbers([1, 2]), lambda v: v.root.append(3)),
+    "pydantic dataclass": (Checked(1, [2]), lambda v: setattr(v, "n", 5)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_model_kinds_freeze_and_still_compare_equal(kind: str) -> None:
+    value, change = KINDS[kind]
+    frozen = freeze(value)
+    assert frozen == value and value == frozen and isinstance(frozen, type(value))
+    with pytest.raises((TypeError, ValidationError)):
+        change(frozen)
+    assert frozen == value
+    thawed = copy.deepcopy(frozen)
+    assert type(thawed) is type(value)
+    change(thawed)  # the copy is the user's class again, and mutable
+    assert thawed != value

@@ -211,18 +211,21 @@ def _freeze_model(model: BaseModel) -> BaseModel:
     cls = type(model)
     fields = model.__dict__
     new = {k: freeze(v) for k, v in fields.items()}
-    extra = model.__pydantic_extra__
+    root = cls.__pydantic_root_model__  # a RootModel has no extra or private slots
+    extra = None if root else model.__pydantic_extra__
     new_extra = None if extra is None else FrozenDict._wrap({k: freeze(v) for k, v in extra.items()})
-    if cls.model_config.get("frozen") and _same(new, fields) and (
+    frozen_cls = bool(cls.model_config.get("frozen"))
+    if frozen_cls and _same(new, fields) and (
             extra is None or (type(extra) is FrozenDict and _same(new_extra or {}, extra))):
         return model
-    target = cls if cls.model_config.get("frozen") else _readonly_model_class(cls)
+    target = cls if frozen_cls else _readonly_model_class(cls)
     out = target.__new__(target)
     object.__setattr__(out, "__dict__", new)
-    object.__setattr__(out, "__pydantic_extra__", new_extra)
     object.__setattr__(out, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
-    private = getattr(model, "__pydantic_private__", None)
-    object.__setattr__(out, "__pydantic_private__", None if private is None else dict(private))
+    if not root:
+        private = getattr(model, "__pydantic_private__", None)
+        object.__setattr__(out, "__pydantic_extra__", new_extra)
+        object.__setattr__(out, "__pydantic_private__", None if private is None else dict(private))
     return out
 
 
