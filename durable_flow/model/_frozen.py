@@ -77,6 +77,7 @@ class FrozenList(list[Any]):
     _refused = _refuse("list")
     append = extend = insert = remove = pop = clear = sort = reverse = _refused
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused
+    del _refused
 
 
 class FrozenDict(dict[Any, Any]):
@@ -113,6 +114,7 @@ class FrozenDict(dict[Any, Any]):
     _refused = _refuse("dict")
     update = pop = popitem = setdefault = clear = _refused
     __setitem__ = __delitem__ = __ior__ = _refused
+    del _refused
 
 
 class FrozenSet(set[Any]):
@@ -145,6 +147,7 @@ class FrozenSet(set[Any]):
     add = discard = remove = pop = clear = update = _refused
     difference_update = intersection_update = symmetric_difference_update = _refused
     __ior__ = __iand__ = __isub__ = __ixor__ = _refused
+    del _refused
 
 
 _DONE: frozenset[type] = frozenset({
@@ -169,8 +172,12 @@ def freeze(value: Any) -> Any:
 
 
 def freeze_appended(current: Iterable[Any], items: Iterable[Any]) -> FrozenList:
-    """``current`` (already frozen) followed by ``items``; only ``items`` are frozen."""
-    out = FrozenList._wrap(current)
+    """``current`` followed by ``items``; only ``items`` are walked.
+
+    ``current`` is normally a frozen list already (then it is copied, not
+    walked); the engine calls this for ``append`` fields and node histories.
+    """
+    out = FrozenList._wrap(current if type(current) is FrozenList else freeze(list(current)))
     list.extend(out, [freeze(v) for v in items])
     return out
 
