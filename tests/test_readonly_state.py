@@ -82,13 +82,11 @@ def describe(state: Board) -> str:
 
 
 def _iadd(s: Board) -> None:
-    notes = s.notes
-    notes += ["x"]
+    s.notes += ["x"]  # type: ignore[misc]  # the list's own += raises, before the assignment
 
 
 def _ior(s: Board) -> None:
-    table = s.table
-    table |= {"n": [0]}
+    s.table |= {"n": [0]}  # type: ignore[misc]
 
 
 MUTATIONS: dict[str, Callable[[Board], Any]] = {
