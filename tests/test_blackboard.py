@@ -165,14 +165,20 @@ class Nested(Blackboard):
     seen: Annotated[list[str], append] = []
 
 
-async def test_in_place_changes_to_the_snapshot_do_not_leak_or_corrupt(rt: Runtime) -> None:
+async def test_in_place_changes_to_the_snapshot_raise_and_do_not_leak(rt: Runtime) -> None:
     b = WorkflowBuilder("mutate", state=Nested)
 
     def vandal(state: Nested) -> dict[str, Any]:
-        state.notes.append("leak")
-        state.messages.append(Message.user("leak"))
-        state.table.setdefault("k", []).append(99)
-        state.table["new"] = [1]
+        attempts = [
+            lambda: state.notes.append("leak"),
+            lambda: state.messages.append(Message.user("leak")),
+            lambda: state.table.setdefault("k", []),
+            lambda: state.table["k"].append(99),
+            lambda: state.table.__setitem__("new", [1]),
+        ]
+        for attempt in attempts:
+            with pytest.raises(TypeError):
+                attempt()
         return {"notes": ["ok"]}
 
     def observer(state: Nested) -> dict[str, Any]:
@@ -181,7 +187,7 @@ async def test_in_place_changes_to_the_snapshot_do_not_leak_or_corrupt(rt: Runti
     b.add_node("vandal", vandal).add_node("observer", observer)
     b.set_entry("vandal").add_edge("vandal", "observer").add_edge("observer", END)
     result = await rt.run(b.build(), {"table": {"k": [1]}})
-    assert result.status is RunStatus.COMPLETED
+    assert result.status is RunStatus.COMPLETED, result.error
     assert result.state.seen == ["['ok']|{'k': [1]}|0"]
     snap = await rt.get_state(result.run_id)
     assert snap.values["notes"] == ["ok"] and snap.values["table"] == {"k": [1]}

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import CheckpointNotFoundError
 from ..model._clock import utcnow
+from ..model._frozen import freeze, freeze_appended
 from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
@@ -42,13 +43,13 @@ def apply_update(
         value = schema.validate_update(writer, name, raw)
         spec = schema.field(writer, name)
         if spec.is_log:
-            values[name] = [*values.get(name, []), *value]
+            values[name] = freeze_appended(values.get(name, ()), value)
             appended[name] = [encode_field(writer, name, value)]
         elif spec.is_lww:
-            values[name] = value
+            values[name] = freeze(value)
             changed[name] = encode_field(writer, name, value)
         else:
-            values[name] = schema.reduce(writer, name, values.get(name), value)
+            values[name] = freeze(schema.reduce(writer, name, values.get(name), value))
             changed[name] = None
     return values, changed, appended
 

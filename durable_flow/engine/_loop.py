@@ -21,6 +21,7 @@ import structlog
 
 from ..errors import ConflictingUpdateError, LeaseLostError, SubworkflowError, SuperstepLimitError
 from ..model._clock import utcnow
+from ..model._frozen import freeze, freeze_appended
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
@@ -386,16 +387,16 @@ class ThreadRunner:
                     if name in lww:
                         raise ConflictingUpdateError(name, [lww[name], r.node])
                     lww[name] = r.node
-                    values[name] = value
+                    values[name] = freeze(value)
                     changed[name] = r.encoded[name]
                 elif spec.is_log:
-                    values[name] = [*values.get(name, []), *value]
+                    values[name] = freeze_appended(values.get(name, ()), value)
                     appended.setdefault(name, []).append(r.encoded[name])
                 else:
-                    values[name] = self.schema.reduce(r.node, name, values.get(name), value)
+                    values[name] = freeze(self.schema.reduce(r.node, name, values.get(name), value))
                     changed[name] = None
             if r.history:
-                histories[r.node] = [*histories.get(r.node, []), *r.history]
+                histories[r.node] = freeze_appended(histories.get(r.node, ()), r.history)
                 appended.setdefault(history_channel(r.node), []).append(
                     r.history_bytes or b"[]")
         snapshot = self.schema.build(values)

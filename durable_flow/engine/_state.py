@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 from ..model._blackboard import Blackboard, StateSchema
+from ..model._frozen import FrozenList, freeze
 from ..model._messages import Message
 from ..model._serde import TAG_BYTES, UnknownTagError, decode, encode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
@@ -23,7 +24,12 @@ _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 @dataclass
 class ThreadState:
-    """A thread's head as the engine holds it: typed values and their bytes."""
+    """A thread's head as the engine holds it: typed values and their bytes.
+
+    ``values`` and ``histories`` are deeply read-only (``freeze``d once when
+    they entered the state: input, merge, decoded checkpoint), so they are
+    shared, never copied, by every task, later supersteps and results.
+    """
 
     meta: CheckpointMeta
     values: dict[str, Any]
@@ -31,38 +37,21 @@ class ThreadState:
     value_bytes: dict[str, bytes] = field(default_factory=dict)
 
     def blackboard(self, schema: StateSchema) -> Blackboard:
-        """A frozen Blackboard instance of the current values."""
+        """A deeply read-only Blackboard of the current values (``RunResult.state``).
+
+        It shares the engine's frozen values; ``copy.deepcopy`` or
+        ``model_copy(deep=True)`` gives a mutable copy.
+        """
         return schema.build(self.values)
 
     def node_view(self, schema: StateSchema) -> Blackboard:
-        """The snapshot given to nodes: its lists, dicts and sets are copies.
+        """The snapshot given to the tasks of a superstep.
 
-        The instance is frozen, but a node could still change a container in
-        place (``state.notes.append(x)``); that must not reach the engine's
-        values, which the next checkpoint is computed from. Items that are not
-        containers (messages, models) are shared, so the copy stays cheap.
+        Nothing is copied: the values are read-only at every depth, so a node
+        changing the snapshot in place raises instead of reaching its siblings,
+        the next superstep or the store.
         """
-        out: dict[str, Any] = {}
-        for name, value in self.values.items():
-            spec = schema.fields.get(name)
-            if spec is not None and spec.flat and isinstance(value, list | dict | set):
-                out[name] = type(value)(value)  # C-speed shallow copy: items are immutable
-            else:
-                out[name] = _isolate(value)
-        return schema.build(out)
-
-
-def _isolate(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_isolate(v) if isinstance(v, _CONTAINERS) else v for v in value]
-    if isinstance(value, dict):
-        return {k: _isolate(v) if isinstance(v, _CONTAINERS) else v for k, v in value.items()}
-    if isinstance(value, set):
-        return set(value)
-    return value
-
-
-_CONTAINERS = (list, dict, set)
+        return schema.build(self.values)
 
 
 def encode_field(node: str, name: str, value: Any) -> bytes:
@@ -97,11 +86,17 @@ def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadSt
         state = schema.cls.model_validate(raw)
     except ValidationError as exc:
         raise CheckpointCorruptedError(loaded.meta.run_id, loaded.meta.id, _reason(exc)) from None
+    return ThreadState(meta=loaded.meta, values=_frozen_values(schema, state),
+                       histories={n: FrozenList(h) for n, h in histories.items()},
+                       value_bytes=dict(loaded.values))
+
+
+def _frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
+    """Every field of a validated blackboard, frozen (the one deep walk of a value)."""
     values = {name: getattr(state, name) for name in schema.fields}
     if schema.free_form and state.model_extra:
         values.update(state.model_extra)
-    return ThreadState(meta=loaded.meta, values=values, histories=histories,
-                       value_bytes=dict(loaded.values))
+    return {name: freeze(value) for name, value in values.items()}
 
 
 def _messages(chunks: list[bytes], length: int) -> list[Message]:
@@ -147,7 +142,7 @@ def history_channel(node: str) -> str:
 
 
 def input_values(schema: StateSchema, data: Mapping[str, Any] | Blackboard) -> dict[str, Any]:
-    """Validate run input into typed values (all fields, defaults filled).
+    """Validate run input into typed, frozen values (all fields, defaults filled).
 
     Input that is neither a mapping nor a Blackboard raises
     ``InvalidInputError`` naming the schema; a mapping whose values do not
@@ -160,8 +155,4 @@ def input_values(schema: StateSchema, data: Mapping[str, Any] | Blackboard) -> d
         raise InvalidInputError(
             f"input for {name} must be a mapping of its fields (or a {name} instance), "
             f"got {type(data).__name__}: {data!r:.80}")
-    state = schema.cls.model_validate(dict(data))
-    values = {name: getattr(state, name) for name in schema.fields}
-    if schema.free_form and state.model_extra:
-        values.update(state.model_extra)
-    return values
+    return _frozen_values(schema, schema.cls.model_validate(dict(data)))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..errors import StateUpdateError
+from ._frozen import freeze
 from ._messages import Message
 from ._reducers import Reducer, append, last_write_wins
 
@@ -42,8 +43,6 @@ class FieldSpec:
     reducer: Reducer
     adapter: TypeAdapter[Any]
     item_adapter: TypeAdapter[Any] | None
-    flat: bool = False
-    """A list/dict/set whose items are immutable: a shallow copy isolates it."""
 
     @property
     def is_log(self) -> bool:
@@ -106,8 +105,16 @@ class StateSchema:
         return {name: _default(self.cls, name) for name in self.fields}
 
     def build(self, values: dict[str, Any]) -> Blackboard:
-        """A frozen instance from already validated values (no re-validation)."""
-        return self.cls.model_construct(**values)
+        """An instance from already validated values (no re-validation, no copy).
+
+        Given frozen values (``freeze``), the instance is deeply read-only:
+        its free-form extras are a read-only dict too.
+        """
+        board = self.cls.model_construct(**values)
+        extra = board.__pydantic_extra__
+        if extra:
+            object.__setattr__(board, "__pydantic_extra__", freeze(extra))
+        return board
 
 
 def _default(cls: type[Blackboard], name: str) -> Any:
@@ -135,30 +142,9 @@ def schema_for(cls: type[Blackboard]) -> StateSchema:
         annotation = info.annotation if info.annotation is not None else Any
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
         item_adapter = TypeAdapter(_item_type(annotation)) if reducer is append else None
-        fields[name] = FieldSpec(name, reducer, adapter, item_adapter, _flat(annotation))
+        fields[name] = FieldSpec(name, reducer, adapter, item_adapter)
     free = cls.model_config.get("extra") == "allow"
     return StateSchema(cls=cls, fields=fields, free_form=free)
-
-
-_IMMUTABLE = (str, int, float, bool, bytes, type(None))
-
-
-def _immutable(tp: Any) -> bool:
-    if tp in _IMMUTABLE:
-        return True
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return bool(tp.model_config.get("frozen"))
-    return get_origin(tp) is Literal
-
-
-def _flat(annotation: Any) -> bool:
-    """True for ``list[T]``/``set[T]``/``dict[K, T]`` with immutable ``T``."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin in (list, set, frozenset) and len(args) == 1:
-        return _immutable(args[0])
-    if origin is dict and len(args) == 2:
-        return _immutable(args[1])
-    return False
 
 
 def _item_type(annotation: Any) -> Any:

@@ -1,14 +1,34 @@
-"""Chat messages shared by the blackboard, node histories and agents."""
+"""Chat messages shared by the blackboard, node histories and agents.
+
+Messages are immutable all the way down: their ``metadata``, ``tool_calls``
+and tool-call ``arguments`` are read-only containers from the moment they are
+validated, so one message can be shared by the global list, node histories
+and every task without a copy.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ._frozen import FrozenDict, FrozenList, freeze
 
 __all__ = ["Message", "Role", "ToolCall"]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+_Frozen = AfterValidator(freeze)
+_NO_ARGUMENTS = FrozenDict()
+_NO_CALLS = FrozenList()
+
+
+def _no_arguments() -> dict[str, Any]:
+    return _NO_ARGUMENTS  # shared: it is immutable
+
+
+def _no_calls() -> list[ToolCall]:
+    return _NO_CALLS
 
 
 class ToolCall(BaseModel):
@@ -18,7 +38,7 @@ class ToolCall(BaseModel):
 
     id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: Annotated[dict[str, Any], _Frozen] = Field(default_factory=_no_arguments)
 
 
 class Message(BaseModel):
@@ -29,9 +49,9 @@ class Message(BaseModel):
     role: Role
     content: str = ""
     name: str | None = None
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: Annotated[list[ToolCall], _Frozen] = Field(default_factory=_no_calls)
     tool_call_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Annotated[dict[str, Any], _Frozen] = Field(default_factory=_no_arguments)
 
     @classmethod
     def user(cls, content: str, **kw: Any) -> Message:
