@@ -173,6 +173,12 @@ class _PostgresDriver:
         """Whether a transaction that failed with ``exc`` may succeed if run again."""
         return self._lost(exc) or getattr(exc, "sqlstate", None) in _CONFLICT_SQLSTATES
 
+    def _closed(self, conn: Any) -> bool:
+        try:
+            return bool(conn.is_closed())
+        except self._pg.InterfaceError:  # the pool took back a connection that closed
+            return True
+
     def _store_error(self, exc: BaseException) -> StoreError:
         detail = str(exc.__cause__ if isinstance(exc, _ConnectionLost) else exc)
         if self._lost(exc):
@@ -190,13 +196,13 @@ class _PostgresDriver:
             except BaseException as exc:
                 with contextlib.suppress(Exception):  # a closed connection rolled back already
                     await xact.rollback()
-                if isinstance(exc, Exception) and conn.is_closed():
+                if isinstance(exc, Exception) and self._closed(conn):
                     raise _ConnectionLost() from exc
                 raise
             try:
                 await xact.commit()
             except Exception as exc:
-                if self._lost(exc) or conn.is_closed():
+                if self._lost(exc) or self._closed(conn):
                     raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
                                      f"transaction may or may not have committed ({exc})") from exc
                 raise  # the server refused to commit: nothing was written
