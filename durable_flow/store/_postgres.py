@@ -306,7 +306,7 @@ class PostgresStore(SqlStore):
         try:
             pool = await pg.create_pool(self._dsn, min_size=self._min_size,
                                         max_size=self._max_size, reset=_keep_session)
-        except failures as exc:
+        except (*failures, ValueError) as exc:  # ValueError: asyncpg cannot parse the DSN
             raise StoreError(f"cannot connect to PostgreSQL at {_display(self._dsn)}: "
                              f"{type(exc).__name__}: {exc}") from exc
         driver = _PostgresDriver(pg, pool, self._reconnect_timeout)
