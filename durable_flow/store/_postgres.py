@@ -30,7 +30,8 @@ state behind), which would cost one more per transaction.
 
 Failures: a transaction that did not commit runs again, from a fresh
 generator, after a lost connection, a server restarting or shutting down, a
-deadlock or a serialization failure, with exponential backoff for up to
+deadlock, a serialization failure or a schema change that invalidated its
+prepared statements, with exponential backoff for up to
 ``reconnect_timeout`` seconds. A connection lost during COMMIT is not
 retried (the commit may have happened) and raises ``StoreError``, as does
 every other driver error.
@@ -171,7 +172,11 @@ class _PostgresDriver:
 
     def _transient(self, exc: BaseException) -> bool:
         """Whether a transaction that failed with ``exc`` may succeed if run again."""
-        return self._lost(exc) or getattr(exc, "sqlstate", None) in _CONFLICT_SQLSTATES
+        # A schema change (another process migrating) invalidates prepared
+        # statements; asyncpg drops them as it raises, so the next run prepares anew.
+        stale = (self._pg.InvalidCachedStatementError, self._pg.OutdatedSchemaCacheError)
+        return (self._lost(exc) or isinstance(exc, stale)
+                or getattr(exc, "sqlstate", None) in _CONFLICT_SQLSTATES)
 
     def _closed(self, conn: Any) -> bool:
         try:

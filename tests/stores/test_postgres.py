@@ -214,6 +214,21 @@ async def test_a_transaction_whose_connection_is_lost_runs_again(
     assert (await pg.thread_head("r1", "")) == cp.meta
 
 
+async def test_statements_prepared_before_a_schema_change_are_prepared_again(
+    fresh_pg: str,
+) -> None:
+    async with PostgresStore(fresh_pg, max_size=1) as store:
+        await store.create_run(make_run("r1", workflow_ref="m:w"), [], None)
+        assert await store.get_run("r1") is not None  # run_get is now prepared
+        conn = await asyncpg.connect(fresh_pg)
+        try:  # as a newer durable-flow's migration might
+            await conn.execute("ALTER TABLE runs ALTER COLUMN workflow_ref TYPE text")
+        finally:
+            await conn.close()
+        run = await store.get_run("r1")
+    assert run is not None and run.workflow_ref == "m:w"
+
+
 async def test_calls_retry_an_unreachable_server_until_reconnect_timeout() -> None:
     attempts = 0
 
