@@ -3,6 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The PostgreSQL tests need a server: this machine's unless the environment names
+# another (.ci/run starts it). Each test session creates and drops its own database.
+DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
+export DURABLE_FLOW_TEST_PG_DSN
 
 .PHONY: demo test lint bench clean
 

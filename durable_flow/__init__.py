@@ -64,6 +64,7 @@ from .store._memory import MemoryStore
 from .store._protocols import CheckpointStore
 
 if _typing.TYPE_CHECKING:
+    from .store._postgres import PostgresStore
     from .store._sqlite import SqliteStore
 
 __version__ = "0.1.0"
@@ -71,10 +72,15 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> _typing.Any:
     # the SQL stores pull in SQLAlchemy and alembic: import them on first use
+    # (and PostgresStore imports asyncpg only when one is created)
     if name == "SqliteStore":
         from .store._sqlite import SqliteStore
 
         return SqliteStore
+    if name == "PostgresStore":
+        from .store._postgres import PostgresStore
+
+        return PostgresStore
     raise AttributeError(f"module 'durable_flow' has no attribute {name!r}")
 
 __all__ = [
@@ -106,6 +112,7 @@ __all__ = [
     "NodeContext",
     "OpenAIChatModel",
     "PendingRequest",
+    "PostgresStore",
     "RetryPolicy",
     "RunExistsError",
     "RunFailedError",

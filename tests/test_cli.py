@@ -1,4 +1,4 @@
-"""The durable-flow command, driven through typer's runner on a real SQLite file."""
+"""The durable-flow command, driven through typer's runner on a real SQLite file (and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import structlog
+from stores.pgdb import fresh_database
 from typer.testing import CliRunner, Result
 
 from durable_flow.cli import app
@@ -537,8 +538,9 @@ def test_database_errors_are_one_line(project: Path) -> None:
     assert not missing.exists()
     one_line_error(cli(project / "nodir" / "x.db", "run", f"{MODULE}:workflow"),
                    "no directory")
-    line = one_line_error(CliRunner().invoke(app, ["--db", "postgresql://u:secret@h/db", "runs"]),
-                          "PostgreSQL is not available")
+    line = one_line_error(CliRunner().invoke(app, ["--db", "postgresql://u:secret@127.0.0.1:1/db",
+                                                   "runs"]),
+                          "cannot connect to PostgreSQL at postgresql://u:***@127.0.0.1:1/db")
     assert "secret" not in line
     one_line_error(CliRunner().invoke(app, ["--db", "mysql://h/db", "runs"]), "unsupported")
     (project / "junk.db").write_text("this is not a database " * 100)
@@ -554,6 +556,21 @@ def test_sqlite_urls_name_files(project: Path) -> None:
     assert parse_db("postgresql+asyncpg://h/db") == ("postgresql", "postgresql+asyncpg://h/db")
     with pytest.raises(CliError):
         parse_db("sqlite://")
+
+
+def test_a_postgresql_url_runs_answers_and_lists_runs_on_postgresql(project: Path) -> None:
+    with fresh_database() as dsn:
+        def pg(*args: str) -> Result:
+            return CliRunner().invoke(app, ["--db", dsn, *args])
+
+        assert "up to date" in ok(pg("db", "upgrade")).stdout
+        run_id = as_json(pg("run", f"{MODULE}:workflow", "--input", '{"topic": "pg"}',
+                            "--json"))["run_id"]
+        assert [(r["run_id"], r["status"]) for r in as_json(pg("runs", "--json"))] == [
+            (run_id, "waiting")]
+        done = as_json(pg("respond", run_id, "approve@2#0", "--value", "true", "--json"))
+        assert (done["status"], done["state"]["approved"]) == ("completed", True)
+        assert run_id in ok(pg("runs", "--status", "completed")).stdout
 
 
 def test_debug_shows_the_traceback(db: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -75,14 +74,10 @@ def open_store(db: str, *, create: bool = False) -> CheckpointStore:
 
 
 def _postgres_store(url: str) -> CheckpointStore:
-    try:
-        module = importlib.import_module("durable_flow._postgres")
-    except ImportError:
-        # The URL is not echoed: it may carry a password.
-        raise CliError("PostgreSQL is not available in this version of durable-flow; "
-                       "use a SQLite file (--db PATH)") from None
-    store: CheckpointStore = module.PostgresStore(url)
-    return store
+    # Imported here: SQLite users never load the PostgreSQL driver module.
+    from ..store._postgres import PostgresStore
+
+    return PostgresStore(url)
 
 
 @asynccontextmanager

@@ -143,10 +143,10 @@ class _SqliteDriver:
         self._worker = worker
         self._conn = conn
 
-    async def run(self, tx: Tx[T], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
         return await self._worker.run(partial(self._transact, tx, write))
 
-    def _transact(self, tx: Tx[T], write: bool) -> T:
+    def _transact(self, tx: Callable[[], Tx[T]], write: bool) -> T:
         conn = self._conn
         try:
             # BEGIN IMMEDIATE takes the write lock first, waiting (busy
@@ -157,7 +157,7 @@ class _SqliteDriver:
             # deferred BEGIN so all their SELECTs see one snapshot.
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                result = drive(tx, partial(_perform, conn))
+                result = drive(tx(), partial(_perform, conn))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

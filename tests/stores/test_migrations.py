@@ -1,23 +1,33 @@
-"""The alembic scripts: they build the models' schema, and ship with the package."""
+"""The alembic scripts: they build the models' schema on SQLite and PostgreSQL, and ship."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+import subprocess
+import sys
 import tomllib
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, event
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 import durable_flow
 from durable_flow.errors import SchemaVersionError
+from durable_flow.store._postgres import PostgresStore
 from durable_flow.store.sql import _migrate
 from durable_flow.store.sql._tables import METADATA
+
+from .pgdb import fresh_database, run_async
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,3 +129,108 @@ def test_pyproject_ships_every_package_and_the_migrations() -> None:
     assert setuptools["package-dir"]["durable_flow._migrations"] == "migrations"
     assert {"durable_flow._migrations", "durable_flow._migrations.versions"} <= listed
     assert "*.mako" in setuptools["package-data"]["durable_flow._migrations"]
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+_PG_COLUMNS = """
+    SELECT table_name, column_name, data_type, is_nullable, column_default
+    FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name <> 'alembic_version'"""
+_PG_INDEXES = """
+    SELECT tablename, indexname, indexdef FROM pg_indexes
+    WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"""
+
+
+async def _pg_fetch(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [tuple(row) for row in await conn.fetch(sql)]
+    finally:
+        await conn.close()
+
+
+async def _pg_schema(dsn: str) -> set[tuple[Any, ...]]:
+    return {*await _pg_fetch(dsn, _PG_COLUMNS), *await _pg_fetch(dsn, _PG_INDEXES)}
+
+
+async def _create_models(dsn: str) -> None:
+    engine = create_async_engine("postgresql+asyncpg://", poolclass=NullPool,
+                                 async_creator=partial(asyncpg.connect, dsn))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(METADATA.create_all)
+    finally:
+        await engine.dispose()
+
+
+async def test_postgres_setup_builds_exactly_the_models_schema(fresh_pg: str) -> None:
+    async with PostgresStore(fresh_pg):
+        pass
+    assert await _pg_fetch(fresh_pg, "SELECT version_num FROM alembic_version") == [
+        (_migrate.HEAD_REVISION,)]
+    with fresh_database() as modelled:
+        await _create_models(modelled)
+        assert await _pg_schema(fresh_pg) == await _pg_schema(modelled)
+    types = {(table, column): kind for table, column, kind, *_ in
+             await _pg_fetch(fresh_pg, _PG_COLUMNS)}
+    assert types["channel_values", "data"] == "bytea"
+    assert types["runs", "lease_expires_at"] == types["checkpoints", "created_at"] == "bigint"
+    indexes = {name: sql for _, name, sql in await _pg_fetch(fresh_pg, _PG_INDEXES)}
+    assert indexes["ix_requests_open"].endswith("WHERE (answer IS NULL)")
+
+
+async def test_postgres_refuses_a_database_newer_than_the_code(fresh_pg: str) -> None:
+    async with PostgresStore(fresh_pg):
+        pass
+    await _pg_fetch(fresh_pg, "UPDATE alembic_version SET version_num = '9999_future'")
+    with pytest.raises(SchemaVersionError) as err:
+        await PostgresStore(fresh_pg).setup()
+    assert (err.value.database_version, err.value.code_version) == (
+        "9999_future", _migrate.HEAD_REVISION)
+
+
+async def test_postgres_stores_set_up_at_once_all_succeed(fresh_pg: str) -> None:
+    stores = [PostgresStore(fresh_pg) for _ in range(6)]
+    try:
+        await asyncio.gather(*(s.setup() for s in stores))
+        assert [await s.get_run("nope") for s in stores] == [None] * len(stores)
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+    assert await _pg_fetch(fresh_pg, "SELECT version_num FROM alembic_version") == [
+        (_migrate.HEAD_REVISION,)]
+
+
+_SETUP = """
+import asyncio, sys
+import alembic.command, alembic.runtime.migration, alembic.script  # loaded before the start
+import sqlalchemy.ext.asyncio
+from durable_flow.store._postgres import PostgresStore
+
+async def main():
+    store = PostgresStore(sys.argv[1])
+    print("ready", flush=True)
+    sys.stdin.readline()  # every process starts setting up at once
+    await store.setup()
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+def test_postgres_setups_from_several_processes_at_once_all_succeed(fresh_pg: str) -> None:
+    children = [subprocess.Popen([sys.executable, "-c", _SETUP, fresh_pg], text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in range(4)]
+    for child in children:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.close()
+    failures = [child.stderr.read() if child.stderr else "" for child in children]
+    for child in children:
+        child.wait(timeout=120)
+    assert [child.returncode for child in children] == [0] * 4, failures
+    assert run_async(_pg_fetch(fresh_pg, "SELECT version_num FROM alembic_version")) == [
+        (_migrate.HEAD_REVISION,)]

@@ -6,7 +6,10 @@ results, without doing any I/O itself. A backend's :class:`Driver` opens the
 transaction (``write=True`` must take the write lock up front), feeds the
 generator until it returns and commits, or rolls back if it raises. So
 SQLite can run a whole superstep commit in one hop to its database thread,
-and a PostgreSQL driver can run the same functions with ``await``.
+and a PostgreSQL driver can run the same functions with ``await``. Having
+no side effects, a transaction function can also be run again from the
+start: the store hands drivers a call that makes the generator, so a driver
+may retry a transaction that did not commit (a lost connection, a deadlock).
 
 The statements are :class:`durable_flow.store.sql._tables.Queries`, compiled for the
 backend's :class:`~durable_flow.store.sql._tables.SqlDialect`. Dialect specifics stay
@@ -21,6 +24,7 @@ import collections
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 from ...errors import (
@@ -129,8 +133,12 @@ async def drive_async(tx: Tx[T], perform: Callable[[Op], Awaitable[object]]) -> 
 class Driver(Protocol):
     """Runs transaction functions on one backend."""
 
-    async def run(self, tx: Tx[T], *, write: bool) -> T:
-        """Run ``tx`` in one transaction; ``write`` takes the write lock before anything."""
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+        """Run ``tx()`` in one transaction; ``write`` takes the write lock before anything.
+
+        The driver may call ``tx`` again to retry a transaction that did not
+        commit; each call makes a fresh generator.
+        """
         ...
 
 
@@ -610,98 +618,100 @@ class SqlStore(abc.ABC):
         requests: Sequence[RequestRow] = (),
     ) -> None:
         """Insert a run with its first checkpoint(s), their recorded rows and lease atomically."""
-        await self.driver.run(create_run_tx(self._q, run, checkpoints, lease, task_writes,
+        await self.driver.run(partial(create_run_tx, self._q, run, checkpoints, lease, task_writes,
                                             steps, requests), write=True)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""
-        return await self.driver.run(get_run_tx(self._q, run_id), write=False)
+        return await self.driver.run(partial(get_run_tx, self._q, run_id), write=False)
 
     async def list_runs(
         self, *, status: RunStatus | None = None, workflow_name: str | None = None
     ) -> list[RunRecord]:
         """Runs matching the filters, newest first."""
-        return await self.driver.run(list_runs_tx(self._q, status, workflow_name), write=False)
+        return await self.driver.run(partial(list_runs_tx, self._q, status, workflow_name),
+                                     write=False)
 
     async def claim(self, claim: Claim) -> Lease:
         """Take ownership of a run in one transaction (see ``RunStore.claim``)."""
-        return await self.driver.run(claim_tx(self._q, claim), write=True)
+        return await self.driver.run(partial(claim_tx, self._q, claim), write=True)
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease; ``LeaseLostError`` if it was taken over."""
-        return await self.driver.run(renew_lease_tx(self._q, lease, ttl), write=True)
+        return await self.driver.run(partial(renew_lease_tx, self._q, lease, ttl), write=True)
 
     async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
         """Give the lease up; does nothing if it is no longer ours."""
-        await self.driver.run(release_lease_tx(self._q, lease, requeue), write=True)
+        await self.driver.run(partial(release_lease_tx, self._q, lease, requeue), write=True)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
                          *, limit: int) -> list[tuple[RunRecord, Lease]]:
         """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``)."""
-        return await self.driver.run(claim_next_tx(self._q, owner, ttl, workflows, limit),
+        return await self.driver.run(partial(claim_next_tx, self._q, owner, ttl, workflows, limit),
                                      write=True)
 
     async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
         """Record answers without executing (see ``RunStore.respond``)."""
-        return await self.driver.run(respond_tx(self._q, run_id, answers), write=True)
+        return await self.driver.run(partial(respond_tx, self._q, run_id, answers), write=True)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled, fence out any holder, close its requests."""
-        return await self.driver.run(cancel_run_tx(self._q, run_id), write=True)
+        return await self.driver.run(partial(cancel_run_tx, self._q, run_id), write=True)
 
     async def commit(self, commit: Commit) -> None:
         """Write a commit in one transaction; ``LeaseLostError`` writes nothing."""
-        await self.driver.run(commit_tx(self._q, commit), write=True)
+        await self.driver.run(partial(commit_tx, self._q, commit), write=True)
 
     async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
         """Save finished tasks' writes in one transaction."""
-        await self.driver.run(put_task_writes_tx(self._q, lease, writes), write=True)
+        await self.driver.run(partial(put_task_writes_tx, self._q, lease, writes), write=True)
 
     async def put_step(self, lease: Lease, step: StepRow) -> None:
         """Record a durable step result."""
-        await self.driver.run(put_step_tx(self._q, lease, step), write=True)
+        await self.driver.run(partial(put_step_tx, self._q, lease, step), write=True)
 
     async def get_task_writes(self, run_id: str, checkpoint_id: str) -> list[TaskWrite]:
         """Task writes saved against a base checkpoint, in node order."""
-        return await self.driver.run(get_task_writes_tx(self._q, run_id, checkpoint_id),
+        return await self.driver.run(partial(get_task_writes_tx, self._q, run_id, checkpoint_id),
                                      write=False)
 
     async def get_steps(self, run_id: str, checkpoint_id: str, node: str) -> dict[str, bytes]:
         """Recorded ``ctx.step`` results of one node run from a base checkpoint."""
-        return await self.driver.run(get_steps_tx(self._q, run_id, checkpoint_id, node),
+        return await self.driver.run(partial(get_steps_tx, self._q, run_id, checkpoint_id, node),
                                      write=False)
 
     async def load_checkpoint(self, run_id: str, checkpoint_id: str) -> LoadedCheckpoint:
         """Read one checkpoint back exactly."""
-        return await self.driver.run(load_checkpoint_tx(self._q, run_id, checkpoint_id),
+        return await self.driver.run(partial(load_checkpoint_tx, self._q, run_id, checkpoint_id),
                                      write=False)
 
     async def get_checkpoint(self, run_id: str, checkpoint_id: str) -> CheckpointMeta | None:
         """Metadata of one checkpoint, or None."""
-        return await self.driver.run(get_checkpoint_tx(self._q, run_id, checkpoint_id),
+        return await self.driver.run(partial(get_checkpoint_tx, self._q, run_id, checkpoint_id),
                                      write=False)
 
     async def thread_head(self, run_id: str, thread: str) -> CheckpointMeta | None:
         """The newest checkpoint of a thread, or None."""
-        return await self.driver.run(thread_head_tx(self._q, run_id, thread), write=False)
+        return await self.driver.run(partial(thread_head_tx, self._q, run_id, thread), write=False)
 
     async def list_checkpoints(
         self, run_id: str, *, namespace: str | None = None, thread: str | None = None
     ) -> list[CheckpointMeta]:
         """Checkpoint metadata of a run, newest first."""
-        return await self.driver.run(list_checkpoints_tx(self._q, run_id, namespace, thread),
-                                     write=False)
+        return await self.driver.run(
+            partial(list_checkpoints_tx, self._q, run_id, namespace, thread), write=False)
 
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
     ) -> list[RequestRow]:
         """Requests of a run, oldest first."""
-        return await self.driver.run(get_requests_tx(self._q, run_id, open_only, checkpoint_id),
-                                     write=False)
+        return await self.driver.run(
+            partial(get_requests_tx, self._q, run_id, open_only, checkpoint_id), write=False)
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
         """Every open request across all runs, oldest first (the inbox)."""
-        return await self.driver.run(pending_requests_tx(self._q, workflow_name), write=False)
+        return await self.driver.run(partial(pending_requests_tx, self._q, workflow_name),
+                                     write=False)
 
     async def prune(
         self,
@@ -711,5 +721,5 @@ class SqlStore(abc.ABC):
         older_than: datetime | None = None,
     ) -> int:
         """Delete old checkpoints nothing needs; return how many."""
-        return await self.driver.run(prune_tx(self._q, run_id, keep_last, older_than),
+        return await self.driver.run(partial(prune_tx, self._q, run_id, keep_last, older_than),
                                      write=True)

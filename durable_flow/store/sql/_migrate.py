@@ -5,6 +5,11 @@ inside the wheel as ``durable_flow._migrations``. A store opening a database
 first reads ``alembic_version`` itself and compares it with
 :data:`HEAD_REVISION`; only a database that is new, older or unknown pays
 for importing alembic and loading the scripts (:func:`upgrade_sync`).
+
+Two processes opening a new database at once must not both create the
+schema: SQLite's caller migrates inside ``BEGIN IMMEDIATE``; on PostgreSQL
+:func:`upgrade_sync` first takes a transaction-level advisory lock, so the
+second process waits, then reads the revision again and finds it at head.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEAD_REVISION",
     "KNOWN_REVISIONS",
+    "MIGRATION_LOCK",
     "VERSION_TABLE",
     "check_versions",
     "head_revision",
@@ -37,6 +43,9 @@ HEAD_REVISION = "0002"
 KNOWN_REVISIONS = frozenset({"0001", "0002"})
 #: Alembic's bookkeeping table.
 VERSION_TABLE = "alembic_version"
+#: The PostgreSQL advisory lock key that serializes migrations ("dfmigrat" in ASCII):
+#: fixed, so every durable-flow process, whatever its version, agrees on it.
+MIGRATION_LOCK = int.from_bytes(b"dfmigrat", "big")
 
 
 def head_revision() -> str:
@@ -70,14 +79,20 @@ def check_versions(found: Sequence[str]) -> bool:
 def upgrade_sync(connection: Connection) -> None:
     """Upgrade the database behind ``connection`` to head, inside its transaction.
 
-    The caller owns the transaction (and should hold the write lock, so two
-    processes never migrate at once); the revision is read again here, under
-    that lock. Raises ``SchemaVersionError`` if the database is newer.
+    The caller owns the transaction (on SQLite it should hold the write lock,
+    so two processes never migrate at once; on PostgreSQL this takes
+    :data:`MIGRATION_LOCK`, released when the transaction ends); the revision
+    is read again here, under that lock. Raises ``SchemaVersionError`` if the
+    database is newer.
     """
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+    from sqlalchemy import func, select
+
+    if connection.dialect.name == "postgresql":
+        connection.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
 
     config = Config()
     config.set_main_option("script_location", str(script_location()))

@@ -32,16 +32,20 @@ from typing import Any, cast, get_args
 import orjson
 from sqlalchemy import (
     BigInteger,
+    Delete,
     Index,
+    Insert,
     LargeBinary,
     MetaData,
     Select,
     Table,
     Text,
+    Update,
     bindparam,
     case,
     delete,
     func,
+    literal_column,
     select,
     text,
     update,
@@ -496,10 +500,16 @@ def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:
 
 @dataclass(frozen=True, slots=True)
 class SqlDialect:
-    """What differs between SQL backends at the statement level."""
+    """What differs between SQL backends at the statement level.
+
+    ``returning``: every INSERT, UPDATE and DELETE ends in ``RETURNING 1``,
+    one row per row it changed, for a driver whose batch call reports no row
+    count (asyncpg's ``executemany``): it counts the rows instead.
+    """
 
     dialect: Dialect
     insert: Callable[[Table], sqlite.Insert | postgresql.Insert]
+    returning: bool = False
 
 
 def _where(table: Table, *names: str) -> list[ColumnElement[bool]]:
@@ -526,6 +536,8 @@ class Queries:
 
     def __init__(self, d: SqlDialect) -> None:
         def c(stmt: ClauseElement) -> Statement:
+            if d.returning and isinstance(stmt, Insert | Update | Delete):
+                stmt = stmt.returning(literal_column("1"))
             return compile_statement(stmt, d.dialect)
 
         self._runs(d, c)
@@ -544,8 +556,11 @@ class Queries:
         self.run_list = {k: c(s) for k, s in _variants(listing, [
             runs.c.status == bindparam("status"),
             runs.c.workflow_name == bindparam("workflow_name")]).items()}
+        # Only write transactions read the lease, to decide on a write: on
+        # PostgreSQL the row stays locked until then (see lease_check).
         self.run_lease = c(select(runs.c.lease_owner, runs.c.lease_epoch,
-                                  runs.c.lease_expires_at).where(*_where(runs, "run_id")))
+                                  runs.c.lease_expires_at).where(*_where(runs, "run_id"))
+                           .with_for_update())
         self.lease_renew = c(update(runs).where(*lease).values(
             lease_expires_at=bindparam("expires")))
         self.lease_release = c(update(runs).where(*lease).values(
@@ -608,8 +623,13 @@ class Queries:
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
             status=bindparam("new_status"), error=bindparam("new_error")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))
-        scan = select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id, cps.c.created_at,
-                      cps.c.status).order_by(cps.c.run_id, cps.c.thread, cps.c.seq)
+        # Prune decides from this scan and later reads; on PostgreSQL it locks
+        # the rows of the runs it covers (in run_id order, so two prunes cannot
+        # deadlock) so that no commit of those runs lands in between.
+        scan = (select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id, cps.c.created_at,
+                       cps.c.status)
+                .join(RUNS, RUNS.c.run_id == cps.c.run_id)
+                .order_by(cps.c.run_id, cps.c.thread, cps.c.seq).with_for_update(of=RUNS))
         self.cp_scan = {k: c(s) for k, s in _variants(scan, _where(cps, "run_id")).items()}
         self.cp_versions = c(select(cps.c.value_versions).where(*_where(cps, "run_id", "thread")))
 

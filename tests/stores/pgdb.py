@@ -1,0 +1,83 @@
+"""Throwaway PostgreSQL databases for the tests.
+
+The server is the one ``DURABLE_FLOW_TEST_PG_DSN`` names (``make test`` and
+``.ci/run`` set it). Unset or unreachable, the PostgreSQL tests fail: they
+are never skipped. Each database is named ``durable_flow_test_<pid>_<random>_<n>``
+and dropped afterwards, even with connections still open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from durable_flow.store.sql._tables import METADATA
+
+ENV = "DURABLE_FLOW_TEST_PG_DSN"
+PREFIX = f"durable_flow_test_{os.getpid()}_{secrets.token_hex(3)}"
+_numbers = itertools.count()
+
+T = TypeVar("T")
+
+
+def server_dsn() -> str:
+    """The DSN of the test server; fails the test when it is not configured."""
+    dsn = os.environ.get(ENV, "")
+    if not dsn:
+        pytest.fail(f"{ENV} is not set: the PostgreSQL tests need a server "
+                    "(`make test` points them at this machine's)", pytrace=False)
+    return dsn
+
+
+def on_database(dsn: str, name: str) -> str:
+    """``dsn`` pointed at database ``name``."""
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync or async code (on a thread of its own)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def execute(dsn: str, *statements: str) -> None:
+    """Run statements on a connection of their own."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=10)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise RuntimeError(f"cannot reach the test PostgreSQL server ({ENV}): {exc}") from exc
+    try:
+        for sql in statements:
+            await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A new, empty database; yields its DSN and drops it afterwards."""
+    server = server_dsn()
+    name = f"{PREFIX}_{next(_numbers)}"  # only [a-z0-9_]: safe to quote as an identifier
+    try:
+        run_async(execute(server, f'CREATE DATABASE "{name}"'))
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield on_database(server, name)
+    finally:
+        run_async(execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def truncate_all(dsn: str) -> None:
+    """Empty every store table (the schema and its version stay)."""
+    await execute(dsn, f"TRUNCATE {', '.join(sorted(METADATA.tables))}")
