@@ -1,0 +1,1 @@
+"""The declarative nodes/connections format (JSON and YAML): loading, parsing, dumping."""

@@ -1,0 +1,118 @@
+"""The operations a transaction function yields, and the drivers' contract.
+
+A transaction function is a generator of :class:`Fetch`, :class:`FetchEach`,
+:class:`Execute` and :class:`ExecuteMany` operations that receives their results
+and does no I/O itself; :func:`drive` and :func:`drive_async` run one to the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast
+
+from ._tables import Statement
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+# -- operations a transaction function yields ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """Run a query; the driver sends back its rows (a list of tuples)."""
+
+    stmt: Statement
+    params: tuple[object, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchEach:
+    """Run one query per parameter set; the driver sends back a list of row lists."""
+
+    stmt: Statement
+    rows: list[tuple[object, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Run one statement; the driver sends back the number of rows it changed."""
+
+    stmt: Statement
+    params: tuple[object, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteMany:
+    """Run one statement per parameter set (batched); the driver sends back the total."""
+
+    stmt: Statement
+    rows: list[tuple[object, ...]]
+
+
+Op = Fetch | FetchEach | Execute | ExecuteMany
+Tx = Generator[Op, Any, T]
+
+
+def drive(tx: Tx[T], perform: Callable[[Op], object]) -> T:
+    """Run a transaction function to completion with a synchronous ``perform``."""
+    try:
+        op = next(tx)
+        while True:
+            op = tx.send(perform(op))
+    except StopIteration as stop:
+        return cast(T, stop.value)
+    finally:
+        tx.close()
+
+
+async def drive_async(tx: Tx[T], perform: Callable[[Op], Awaitable[object]]) -> T:
+    """Run a transaction function with an asynchronous ``perform`` (e.g. asyncpg)."""
+    try:
+        op = next(tx)
+        while True:
+            op = tx.send(await perform(op))
+    except StopIteration as stop:
+        return cast(T, stop.value)
+    finally:
+        tx.close()
+
+
+class Driver(Protocol):
+    """Runs transaction functions on one backend."""
+
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+        """Run ``tx()`` in one transaction; ``write`` takes the write lock before anything.
+
+        The driver may call ``tx`` again to retry a transaction that did not
+        commit; each call makes a fresh generator.
+        """
+        ...
+
+
+def fetch(stmt: Statement, **params: object) -> Tx[list[dict[str, Any]]]:
+    """Yield a query; return its rows as dicts keyed by column."""
+    rows: list[Row] = yield Fetch(stmt, stmt.bind(params))
+    return [dict(zip(stmt.columns, row, strict=True)) for row in rows]
+
+
+def fetch_each(stmt: Statement, params: Iterable[Mapping[str, object]]) -> Tx[list[list[Row]]]:
+    """Yield one query per parameter set; return the row lists in order."""
+    results: list[list[Row]] = yield FetchEach(stmt, [stmt.bind(p) for p in params])
+    return results
+
+
+def execute(stmt: Statement, **params: object) -> Tx[int]:
+    """Yield one statement; return the changed row count."""
+    count: int = yield Execute(stmt, stmt.bind(params))
+    return count
+
+
+def execute_many(stmt: Statement, params: Iterable[Mapping[str, object]]) -> Tx[int]:
+    """Yield a batch (nothing when empty); return the total changed row count."""
+    rows = [stmt.bind(p) for p in params]
+    if not rows:
+        return 0
+    count: int = yield ExecuteMany(stmt, rows)
+    return count

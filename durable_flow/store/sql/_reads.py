@@ -1,0 +1,96 @@
+"""Transaction functions that read: checkpoints, task writes, steps, requests."""
+
+from __future__ import annotations
+
+from ...errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+)
+from .._protocols import (
+    CheckpointMeta,
+    LoadedCheckpoint,
+    RequestRow,
+    TaskWrite,
+)
+from . import _tables as t
+from ._ops import Fetch, Row, Tx, fetch, fetch_each
+from ._tables import Queries
+
+# -- transaction functions: reads -------------------------------------------------------
+
+
+def get_checkpoint_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[CheckpointMeta | None]:
+    """One checkpoint's metadata, or None."""
+    rows = yield from fetch(q.cp_get, run_id=run_id, checkpoint_id=checkpoint_id)
+    return t.checkpoint_from_row(rows[0]) if rows else None
+
+
+def thread_head_tx(q: Queries, run_id: str, thread: str) -> Tx[CheckpointMeta | None]:
+    """The checkpoint with the highest seq in a thread, or None."""
+    rows = yield from fetch(q.cp_head, run_id=run_id, thread=thread)
+    return t.checkpoint_from_row(rows[0]) if rows else None
+
+
+def list_checkpoints_tx(
+    q: Queries, run_id: str, namespace: str | None, thread: str | None
+) -> Tx[list[CheckpointMeta]]:
+    """A run's checkpoints (optionally one namespace/thread), newest first."""
+    stmt = q.cp_list[(namespace is not None, thread is not None)]
+    rows = yield from fetch(stmt, run_id=run_id, namespace=namespace, thread=thread)
+    return [t.checkpoint_from_row(row) for row in rows]
+
+
+def load_checkpoint_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[LoadedCheckpoint]:
+    """A checkpoint with every value it references and every log chunk up to it."""
+    meta = yield from get_checkpoint_tx(q, run_id, checkpoint_id)
+    if meta is None:
+        raise CheckpointNotFoundError(run_id, checkpoint_id)
+    key = {"run_id": run_id, "thread": meta.thread}
+    found = yield from fetch_each(q.value_get, [
+        {**key, "channel": ch, "seq": seq} for ch, seq in meta.value_versions.items()])
+    values: dict[str, bytes] = {}
+    for (channel, seq), rows in zip(meta.value_versions.items(), found, strict=True):
+        if not rows:
+            raise CheckpointCorruptedError(
+                run_id, checkpoint_id, f"value of channel {channel!r} at seq {seq} is missing")
+        values[channel] = rows[0][0]
+    logs: dict[str, list[bytes]] = {ch: [] for ch in meta.log_lengths}
+    # raw (channel, data) tuples: a long run has one chunk per superstep per channel
+    chunks: list[Row] = yield Fetch(q.chunk_upto, q.chunk_upto.bind({**key, "upto": meta.seq}))
+    for channel, data in chunks:
+        if (bucket := logs.get(channel)) is not None:
+            bucket.append(data)
+    return LoadedCheckpoint(meta=meta, values=values,
+                            logs={ch: b for ch, b in logs.items() if b})
+
+
+def get_task_writes_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[list[TaskWrite]]:
+    """Task writes against a base checkpoint, in node order."""
+    rows = yield from fetch(q.tw_get, run_id=run_id, checkpoint_id=checkpoint_id)
+    return sorted((t.task_write_from_row(r) for r in rows), key=lambda w: w.node)
+
+
+def get_steps_tx(q: Queries, run_id: str, checkpoint_id: str, node: str) -> Tx[dict[str, bytes]]:
+    """Step results of one node run."""
+    rows = yield from fetch(q.step_get, run_id=run_id, checkpoint_id=checkpoint_id, node=node)
+    return {row["name"]: row["data"] for row in rows}
+
+
+def get_requests_tx(
+    q: Queries, run_id: str, open_only: bool, checkpoint_id: str | None
+) -> Tx[list[RequestRow]]:
+    """Requests of a run, oldest first."""
+    stmt = q.req_list[(open_only, checkpoint_id is not None)]
+    rows = yield from fetch(stmt, run_id=run_id, checkpoint_id=checkpoint_id)
+    return [t.request_from_row(row) for row in rows]
+
+
+def pending_requests_tx(q: Queries, workflow_name: str | None) -> Tx[list[RequestRow]]:
+    """Open requests of every run, oldest first.
+
+    The inbox can hold tens of thousands of rows, so they are built from the
+    raw tuples (no dict per row).
+    """
+    stmt = q.req_inbox[(workflow_name is not None,)]
+    rows: list[Row] = yield Fetch(stmt, stmt.bind({"workflow_name": workflow_name}))
+    return t.requests_from_tuples(stmt.columns, rows)

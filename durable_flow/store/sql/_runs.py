@@ -1,0 +1,199 @@
+"""Transaction functions of runs: creation, claims, leases, answers, cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+from ...errors import (
+    RunExistsError,
+    RunLockedError,
+    RunNotFoundError,
+    RunNotResumableError,
+    UnknownRequestError,
+)
+from ...model._clock import utcnow
+from ...model._records import RunStatus
+from .._protocols import (
+    CheckpointWrite,
+    Claim,
+    Lease,
+    RequestRow,
+    RunRecord,
+    StepRow,
+    TaskWrite,
+    check_claimable,
+    check_respondable,
+    claimed_record,
+)
+from . import _tables as t
+from ._ops import Tx, execute, execute_many, fetch, fetch_each
+from ._shared import (
+    insert_checkpoint,
+    lease_lost,
+    now_us,
+    record_answers,
+    save_task_writes,
+)
+from ._tables import Queries
+
+# -- transaction functions: runs and leases ------------------------------------------
+
+
+
+
+
+
+
+
+def create_run_tx(
+    q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
+    task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
+    requests: Sequence[RequestRow] = (),
+) -> Tx[None]:
+    """Insert a run, its first checkpoints, their recorded rows and its lease.
+
+    ``RunExistsError`` if the run exists.
+    """
+    if (yield from fetch(q.run_lease, run_id=run.run_id)):
+        raise RunExistsError(run.run_id)
+    params = t.run_params(run)
+    if lease is not None:
+        params.update(lease_owner=lease.owner, lease_epoch=lease.epoch,
+                      lease_expires_at=t.to_us(lease.expires_at))
+    yield from execute(q.run_insert, **params)
+    for cp in checkpoints:
+        yield from insert_checkpoint(q, cp)
+    yield from save_task_writes(q, task_writes)
+    yield from execute_many(q.step_upsert, [
+        {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
+         "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
+    yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
+
+
+def get_run_tx(q: Queries, run_id: str) -> Tx[RunRecord | None]:
+    """The run row, or None."""
+    rows = yield from fetch(q.run_get, run_id=run_id)
+    return t.run_from_row(rows[0]) if rows else None
+
+
+def list_runs_tx(q: Queries, status: RunStatus | None, workflow: str | None) -> Tx[list[RunRecord]]:
+    """Runs matching the filters, newest first."""
+    stmt = q.run_list[(status is not None, workflow is not None)]
+    rows = yield from fetch(stmt, status=None if status is None else status.value,
+                            workflow_name=workflow)
+    return [t.run_from_row(row) for row in rows]
+
+
+def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
+    """Check status, lease and head, record answers and take the lease: one transaction."""
+    rows = yield from fetch(q.run_get_locked, run_id=claim.run_id)
+    if not rows:
+        raise RunNotFoundError(claim.run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    check_claimable(run, claim, now)
+    answers = yield from _open_answers(q, claim.run_id, claim.answers)
+    status, error = run.status, run.error
+    if answers or status is not RunStatus.WAITING:
+        status, error = RunStatus.RUNNING, None
+    if answers:
+        yield from record_answers(q, run.run_id, answers, t.to_us(now))
+    lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
+                  now + timedelta(seconds=claim.ttl))
+    # conditional on the epoch read above, in case a backend did not lock the row
+    if not (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
+                               owner=lease.owner, epoch=lease.epoch,
+                               expires=t.to_us(lease.expires_at), new_status=status.value,
+                               new_error=t.error_json(error), now=t.to_us(now))):
+        raise RunLockedError(run.run_id, "another runtime", claim.ttl)
+    return lease
+
+
+def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[dict[str, bytes]]:
+    """The answers to record: open requests only; identical repeats skipped."""
+    ids = list(answers)
+    if not ids:
+        return {}
+    found = yield from fetch_each(q.req_get_answer, [
+        {"run_id": run_id, "request_id": rid} for rid in ids])
+    out: dict[str, bytes] = {}
+    for rid, rows in zip(ids, found, strict=True):
+        answer = answers[rid]
+        if not rows or (rows[0][0] is not None and bytes(rows[0][0]) != answer):
+            raise UnknownRequestError(run_id, rid)
+        if rows[0][0] is None:
+            out[rid] = answer
+    return out
+
+
+def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
+                  limit: int) -> Tx[list[tuple[RunRecord, Lease]]]:
+    """Claim up to ``limit`` runs a worker may take, highest priority, then oldest, first."""
+    now = utcnow()
+    candidates: list[RunRecord] = []
+    for name, version in workflows:
+        rows = yield from fetch(q.run_claimable, workflow_name=name, workflow_version=version,
+                                now=t.to_us(now), n=limit)
+        candidates.extend(t.run_from_row(row) for row in rows)
+    candidates.sort(key=lambda r: (-r.priority, r.created_at, r.run_id))
+    claimed: list[tuple[RunRecord, Lease]] = []
+    for run in candidates[:limit]:
+        lease = Lease(run.run_id, owner, run.lease_epoch + 1, now + timedelta(seconds=ttl))
+        if (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
+                               owner=owner, epoch=lease.epoch, expires=t.to_us(lease.expires_at),
+                               new_status=RunStatus.RUNNING.value, new_error=None,
+                               now=t.to_us(now))):
+            claimed.append((claimed_record(run, lease, now), lease))
+    return claimed
+
+
+def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunRecord]:
+    """Record answers; a waiting run with no open request left becomes ``queued``."""
+    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    if not rows:
+        raise RunNotFoundError(run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    check_respondable(run, now)
+    new = yield from _open_answers(q, run_id, answers)
+    if new:
+        yield from record_answers(q, run_id, new, t.to_us(now))
+    still_open = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
+    if run.status is RunStatus.WAITING and not still_open:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+                           now=t.to_us(now))
+    return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
+
+
+def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
+    """Push the expiry of a lease we still hold."""
+    renewed = Lease(lease.run_id, lease.owner, lease.epoch, utcnow() + timedelta(seconds=ttl))
+    if not (yield from execute(q.lease_renew, run_id=lease.run_id, epoch=lease.epoch,
+                               owner=lease.owner, expires=t.to_us(renewed.expires_at))):
+        yield from lease_lost(q, lease)
+    return renewed
+
+
+def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
+    """Free the lease if it is still ours (``requeue``: a ``running`` run becomes ``queued``)."""
+    if requeue:
+        yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
+                           owner=lease.owner, now=now_us())
+    else:
+        yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
+                           owner=lease.owner)
+
+
+def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
+    """Cancel, fence out the holder (epoch + 1) and close the open requests."""
+    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    if not rows:
+        raise RunNotFoundError(run_id)
+    status = RunStatus(rows[0]["status"])
+    if status.is_final:
+        raise RunNotResumableError(run_id, status.value)
+    yield from execute(q.run_cancel, run_id=run_id, now=now_us())
+    yield from execute(q.req_drop_open, run_id=run_id)
+    rows = yield from fetch(q.run_get, run_id=run_id)
+    return t.run_from_row(rows[0])
+
+

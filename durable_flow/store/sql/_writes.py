@@ -1,0 +1,171 @@
+"""Transaction functions that write a superstep: the commit, task writes, steps, retention."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from datetime import datetime
+
+from ...errors import (
+    CheckpointNotFoundError,
+    LeaseLostError,
+)
+from ...model._records import RunStatus
+from .._protocols import (
+    HEAD_MOVED,
+    Commit,
+    Lease,
+    StepRow,
+    TaskWrite,
+)
+from .._retention import Scanned, doomed
+from . import _tables as t
+from ._ops import Tx, execute, execute_many, fetch
+from ._shared import (
+    check_lease,
+    insert_checkpoint,
+    lease_lost,
+    now_us,
+    record_answers,
+    save_task_writes,
+    unknown_request,
+)
+from ._tables import Queries
+
+# -- transaction functions: the superstep commit ---------------------------------------
+
+
+def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
+    """Write a commit; the lease check is the first statement of the transaction."""
+    lease, now = commit.lease, now_us()
+    run_id = lease.run_id
+    yield from _update_run(q, commit, now)
+    if commit.answers:
+        yield from record_answers(q, run_id, commit.answers, now)
+    if commit.reopen:
+        yield from _reopen(q, run_id, commit.reopen)
+    if commit.drop_open_requests:
+        yield from execute(q.req_drop_open, run_id=run_id)
+    yield from execute_many(q.req_insert, [t.request_params(r, run_id) for r in commit.requests])
+    yield from save_task_writes(q, commit.task_writes)
+    if commit.mark is not None:
+        mark = commit.mark
+        if not (yield from execute(q.cp_mark, run_id=run_id, checkpoint_id=mark.checkpoint_id,
+                                   new_status=mark.status.value,
+                                   new_error=t.error_json(mark.error))):
+            raise CheckpointNotFoundError(run_id, mark.checkpoint_id)
+    if commit.checkpoint is not None:
+        meta = commit.checkpoint.meta
+        if meta.thread or commit.extends is None:
+            yield from _check_thread_head(q, commit)
+        yield from insert_checkpoint(q, commit.checkpoint)
+
+
+def _check_thread_head(q: Queries, commit: Commit) -> Tx[None]:
+    """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS)."""
+    meta = commit.checkpoint.meta if commit.checkpoint is not None else None
+    if meta is None:
+        return
+    rows = yield from fetch(q.cp_head, run_id=meta.run_id, thread=meta.thread)
+    if (rows[0]["checkpoint_id"] if rows else None) != meta.parent_id:
+        raise LeaseLostError(meta.run_id, commit.lease.epoch, HEAD_MOVED)
+
+
+def _update_run(q: Queries, commit: Commit, now: int) -> Tx[None]:
+    """One UPDATE of the run row that is also the lease check."""
+    lease, upd = commit.lease, commit.run
+    params: dict[str, object] = {"run_id": lease.run_id, "epoch": lease.epoch,
+                                 "owner": lease.owner, "now": now}
+    cas = commit.extends is not None
+    stmt = q.run_touch_cas if cas else q.run_touch
+    if upd is not None:
+        if upd.release:
+            stmt = q.run_update_release_cas if cas else q.run_update_release
+        else:
+            stmt = q.run_update_cas if cas else q.run_update
+        params.update(new_status=upd.status.value, new_error=t.error_json(upd.error),
+                      new_head=upd.head_checkpoint_id or None)
+    if cas:
+        params["expect_head"] = commit.extends
+    if not (yield from execute(stmt, **params)):
+        yield from lease_lost(q, lease)
+
+
+
+
+def _reopen(q: Queries, run_id: str, request_ids: Sequence[str]) -> Tx[None]:
+    """Clear the answers of existing requests (one statement); unknown ids raise."""
+    changed = yield from execute_many(q.req_reopen, [
+        {"run_id": run_id, "request_id": rid} for rid in request_ids])
+    # An UPDATE counts every row it matches, already open or not.
+    if changed != len(request_ids):
+        yield from unknown_request(q, run_id, request_ids)
+
+
+
+
+
+
+
+
+def put_task_writes_tx(q: Queries, lease: Lease, writes: Sequence[TaskWrite]) -> Tx[None]:
+    """Save finished tasks' writes under the lease."""
+    yield from check_lease(q, lease)
+    yield from save_task_writes(q, writes)
+
+
+def put_step_tx(q: Queries, lease: Lease, step: StepRow) -> Tx[None]:
+    """Record a step result under the lease."""
+    yield from check_lease(q, lease)
+    yield from execute(q.step_upsert, run_id=step.run_id, checkpoint_id=step.checkpoint_id,
+                       node=step.node, name=step.name, data=step.data,
+                       created_at=t.to_us(step.created_at))
+
+
+
+# -- transaction functions: retention ---------------------------------------------------
+
+
+def prune_tx(
+    q: Queries, run_id: str | None, keep_last: int | None, older_than: datetime | None
+) -> Tx[int]:
+    """Delete the checkpoints nothing needs (see ``CheckpointStore.prune``)."""
+    scope = (run_id is not None,)
+    cutoff = None if older_than is None else t.to_us(older_than)
+    threads: dict[tuple[str, str], list[Scanned]] = {}
+    for row in (yield from fetch(q.cp_scan[scope], run_id=run_id)):
+        threads.setdefault((row["run_id"], row["thread"]), []).append(Scanned(
+            row["run_id"], row["thread"], row["checkpoint_id"],
+            old=cutoff is None or row["created_at"] < cutoff,
+            completed=row["status"] == RunStatus.COMPLETED.value))
+    open_at = {(r["run_id"], r["checkpoint_id"])
+               for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
+    gone = doomed(threads, open_at, keep_last)
+    keys = [{"run_id": c.run_id, "checkpoint_id": c.id} for c in gone]
+    for stmt in (q.cp_delete, q.tw_delete, q.step_delete, q.req_delete):
+        yield from execute_many(stmt, keys)
+    left = collections.Counter((c.run_id, c.thread) for c in gone)
+    for run, thread in sorted(left):
+        if left[(run, thread)] == len(threads[(run, thread)]):
+            # A whole sub-workflow went with its anchor: its log chunks too.
+            yield from execute(q.chunk_delete_thread, run_id=run, thread=thread)
+        yield from _drop_unreferenced_values(q, run, thread)
+    return len(gone)
+
+
+def _drop_unreferenced_values(q: Queries, run_id: str, thread: str) -> Tx[None]:
+    """Delete a thread's value rows that no remaining checkpoint references.
+
+    Log chunks stay while the thread has a checkpoint: its head needs every
+    chunk of the thread.
+    """
+    used: set[tuple[str, int]] = set()
+    for row in (yield from fetch(q.cp_versions, run_id=run_id, thread=thread)):
+        try:
+            used.update(t.decode_versions(row["value_versions"]).items())
+        except (ValueError, TypeError):
+            return  # an unreadable checkpoint may reference anything: keep all
+    stored = yield from fetch(q.value_keys, run_id=run_id, thread=thread)
+    yield from execute_many(q.value_delete, [
+        {"run_id": run_id, "thread": thread, "channel": r["channel"], "seq": r["seq"]}
+        for r in stored if (r["channel"], r["seq"]) not in used])
