@@ -11,6 +11,7 @@ from durable_flow import (
     END,
     Blackboard,
     ExpressionError,
+    MemoryStore,
     NodeContext,
     RetryPolicy,
     RunStatus,
@@ -248,3 +249,77 @@ def test_conditional_edges_and_gotos_may_end_a_branch() -> None:
         s.build()
     assert len(info.value.problems) == 2
     assert all("has no way to finish" in p for p in info.value.problems)
+
+
+# -- text that cannot be stored --------------------------------------------------------------
+
+SURROGATE = "\ud800"  # a lone surrogate: a Python str may hold it, UTF-8 and orjson refuse it
+
+
+def _condition_named(name: str) -> Any:
+    def cond(state: Any) -> bool:
+        return True
+
+    cond.__qualname__ = name
+    return cond
+
+
+def _surrogate_in(where: str) -> WorkflowBuilder:
+    """A workflow that would run, but for a surrogate at ``where``."""
+    b = WorkflowBuilder("flow" + SURROGATE if where == "name" else "flow")
+    b.add_node("a", lambda s: None,
+               skip_if=f"topic == '{SURROGATE}'" if where == "skip_if" else None,
+               produces=["topic" + SURROGATE] if where == "produces" else None)
+    b.set_entry("a")
+    if where == "switch":
+        b.add_switch("a", [(f"topic == '{SURROGATE}'", END)], default=END)
+    elif where == "route_by_type":
+        b.route_by_type("a", {"Math" + SURROGATE: END}, default=END)
+    elif where == "callable":
+        b.add_edge("a", END, when=_condition_named("check" + SURROGATE))
+    else:
+        b.add_edge("a", END, when=f"topic != '{SURROGATE}'" if where == "edge" else None)
+    return b
+
+
+@pytest.mark.parametrize(("where", "located"), [
+    ("name", "the workflow name: 'flow\\ud800' contains the surrogate code point '\\ud800' at "
+             "offset 4"),
+    ("edge", "edge a->__end__: cannot parse \"topic != '\\ud800'\" at offset 10: the surrogate "
+             "code point '\\ud800' is not valid Unicode text"),
+    ("skip_if", "node 'a' skip_if: cannot parse \"topic == '\\ud800'\" at offset 10"),
+    ("switch", "switch a->__end__: cannot parse \"topic == '\\ud800'\" at offset 10"),
+    ("route_by_type", "switch a->__end__: cannot parse \"matched_type == 'Math\\ud800'\""),
+    ("callable", "edge 'a' -> '__end__' condition: 'check\\ud800' contains the surrogate"),
+    ("produces", "node 'a' produces: 'topic\\ud800' contains the surrogate"),
+], ids=["name", "edge", "skip_if", "switch", "route_by_type", "callable", "produces"])
+def test_text_that_is_not_valid_unicode_is_refused_by_build_naming_where(
+        where: str, located: str) -> None:
+    with pytest.raises(WorkflowValidationError) as info:
+        _surrogate_in(where).build()
+    assert [p for p in info.value.problems if p.startswith(located)], info.value.problems
+    str(info.value).encode("utf-8")  # the error itself can be printed and logged
+
+
+async def test_without_the_surrogate_that_workflow_builds_and_runs() -> None:
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(_surrogate_in("nowhere").build(), {})
+    assert result.status is RunStatus.COMPLETED
+
+
+def test_problems_quoting_an_invalid_node_id_can_be_printed() -> None:
+    b = WorkflowBuilder("ids")
+    b.add_node("a" + SURROGATE, lambda s: None).set_entry("a" + SURROGATE)
+    b.add_edge("a" + SURROGATE, END)
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert "node id 'a\\ud800' is invalid: use letters, digits, '_' or '-'" in info.value.problems
+    str(info.value).encode("utf-8")
+
+
+def test_a_node_id_ending_in_a_newline_is_invalid() -> None:
+    b = WorkflowBuilder("ids")
+    b.add_node("a\n", lambda s: None).set_entry("a\n").add_edge("a\n", END)
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert "node id 'a\\n' is invalid: use letters, digits, '_' or '-'" in info.value.problems

@@ -37,6 +37,7 @@ from ._expr_lexer import Lexer
 from ._expr_parser import MAX_DEPTH, Parser
 from ._expr_tree import Node, truthy
 from ._paths import resolve_path
+from ._text import surrogate_at
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Expression", "parse_expression", "resolve_path"]
 
@@ -107,6 +108,10 @@ def _parse(source: str) -> tuple[Node, frozenset[str]]:
         raise ExpressionError(repr(source), f"an expression must be a string, not {type(source).__name__}", 0)
     if len(source) > MAX_LENGTH:
         raise ExpressionError(source, f"expression is longer than {MAX_LENGTH} characters", MAX_LENGTH)
+    bad = surrogate_at(source)
+    if bad is not None:  # it would parse, then fail when a run stores the condition
+        raise ExpressionError(source, f"the surrogate code point {source[bad]!r} is not valid "
+                                      "Unicode text", bad)
     parser = Parser(source, Lexer(source).run())
     node = parser.parse()
     return node, frozenset(parser.paths)
@@ -116,7 +121,8 @@ def parse_expression(source: str) -> Expression:
     """Parse a condition such as ``"confidence > 0.8"`` into an :class:`Expression`.
 
     Raises :class:`~durable_flow.errors.ExpressionError` (with ``reason`` and
-    ``position``) for anything outside the grammar, for empty input, for input
+    ``position``) for anything outside the grammar, for empty input, for text
+    that is not valid Unicode (a surrogate code point), for input
     over :data:`MAX_LENGTH` characters and for nesting deeper than
     :data:`MAX_DEPTH` levels.
     """
