@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 
@@ -19,6 +19,7 @@ from durable_flow import (
     Workflow,
     WorkflowBuilder,
     WorkflowValidationError,
+    add,
     append,
 )
 
@@ -323,3 +324,57 @@ def test_a_node_id_ending_in_a_newline_is_invalid() -> None:
     with pytest.raises(WorkflowValidationError) as info:
         b.build()
     assert "node id 'a\\n' is invalid: use letters, digits, '_' or '-'" in info.value.problems
+
+
+# -- a join into the entry: the map-reduce loop -------------------------------------------------
+
+
+class Rounds(Blackboard):
+    rounds: Annotated[int, add] = 0
+    results: Annotated[list[str], append] = []
+
+
+WORKERS = [f"w{i}" for i in range(8)]
+
+
+def _map_reduce(stop: Literal["edge", "switch"]) -> Workflow:
+    """``fan`` (the entry) maps onto eight workers, whose join runs ``fan`` again."""
+    b = WorkflowBuilder("map-reduce", state=Rounds)
+    b.add_node("fan", lambda s: {"rounds": 1})
+    for name in WORKERS:
+        b.add_node(name, lambda s, ctx: {"results": [f"{ctx.node}@{s.rounds}"]})
+        b.add_edge("fan", name, when="rounds < 3")
+    b.add_fan_in(WORKERS, "fan")
+    if stop == "edge":
+        b.add_edge("fan", END, when="rounds >= 3")
+    else:
+        b.add_switch("fan", [("rounds >= 3", END)])
+    b.set_entry("fan")
+    return b.build()
+
+
+@pytest.mark.parametrize("stop", ["edge", "switch"])
+async def test_a_join_into_the_entry_builds_and_loops_until_its_condition_stops_it(
+        stop: Literal["edge", "switch"]) -> None:
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(_map_reduce(stop), {})
+        history = await rt.history(result.run_id)
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.state.rounds == 3
+    assert result.state.results == [f"{w}@{r}" for r in (1, 2) for w in WORKERS]
+    # fan, the workers, fan, the workers, fan: five supersteps after the input checkpoint
+    assert [(cp.superstep, cp.nodes) for cp in reversed(history)] == [
+        (0, ()), (1, ("fan",)), (2, tuple(WORKERS)), (3, ("fan",)), (4, tuple(WORKERS)),
+        (5, ("fan",))]
+
+
+def test_a_join_into_the_entry_still_needs_sources_the_entry_can_reach() -> None:
+    b = WorkflowBuilder("orphan-join", state=Rounds)
+    b.add_node("fan", lambda s: {"rounds": 1}).add_node("w0", lambda s: None)
+    b.add_node("lost", lambda s: None)
+    b.set_entry("fan").add_edge("fan", "w0", when="rounds < 3").add_edge("lost", "fan")
+    b.add_fan_in(["w0", "lost"], "fan")
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert ("fan-in into 'fan': source 'lost' can never complete (it is not reachable from the "
+            "entry without the join itself)") in info.value.problems

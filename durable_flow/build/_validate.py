@@ -111,7 +111,10 @@ def _texts(wf: Workflow) -> Iterator[tuple[str, str | None]]:
 
 
 def reachable(wf: Workflow, start: str, *, avoid: Iterable[str] = ()) -> set[str]:
-    """Nodes reachable from ``start`` (inclusive) without passing ``avoid``."""
+    """Nodes reachable from ``start`` (inclusive) without passing ``avoid``.
+
+    ``start`` itself is always followed, even when it is in ``avoid``.
+    """
     blocked = set(avoid)
     seen = {start}
     queue = deque([start])
@@ -175,11 +178,16 @@ def _can_finish(wf: Workflow) -> set[str]:
 
 
 def _check_fan_ins(wf: Workflow) -> list[str]:
+    """Every join source must be able to run before its join does.
+
+    A join into the entry is fine: the entry runs first without waiting for
+    it (a map-reduce loop), so its sources need only be reachable from there.
+    """
     problems = []
     for fan in wf.fan_ins:
         if fan.target not in wf.nodes:
             continue
-        live = reachable(wf, wf.entry, avoid=[fan.target]) if wf.entry != fan.target else set()
+        live = reachable(wf, wf.entry, avoid=[fan.target])
         for s in fan.sources:
             if s in wf.nodes and s not in live:
                 problems.append(
