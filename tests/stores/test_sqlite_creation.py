@@ -1,11 +1,15 @@
-"""Many processes creating one new SQLite store at the same moment all succeed."""
+"""Creating a new SQLite store while other processes create or write it: all wait, none fails."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from durable_flow.store._sqlite import SqliteStore
 
 _ROUNDS = 25
 _PROCESSES = 6
@@ -77,3 +81,19 @@ def test_processes_creating_one_new_file_at_once_all_complete_their_runs(
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+async def test_the_migration_waits_for_another_writer_instead_of_failing(tmp_path: Path) -> None:
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")  # another process's write, in progress
+    store = SqliteStore(path, busy_timeout=30)
+    setup = asyncio.create_task(store.setup())
+    await asyncio.sleep(0.5)
+    assert not setup.done()  # the migration waits for the write lock
+    holder.execute("COMMIT")
+    holder.close()
+    await asyncio.wait_for(setup, 30)
+    async with store:
+        assert await store.list_runs() == []
