@@ -217,6 +217,8 @@ async def _upgrade_file(path: str, busy_timeout: float) -> None:
     """Run the migrations on their own aiosqlite connection, in one transaction."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    # timeout: sqlite3 installs the busy handler as it opens the connection,
+    # before SQLAlchemy's first statement, so every statement here waits too.
     engine = create_async_engine(URL.create("sqlite+aiosqlite", database=path),
                                  poolclass=NullPool, connect_args={"timeout": busy_timeout})
     event.listen(engine.sync_engine, "connect", _no_driver_transactions)
