@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 
@@ -11,6 +11,7 @@ from durable_flow import (
     END,
     Blackboard,
     ExpressionError,
+    MemoryStore,
     NodeContext,
     RetryPolicy,
     RunStatus,
@@ -18,6 +19,7 @@ from durable_flow import (
     Workflow,
     WorkflowBuilder,
     WorkflowValidationError,
+    add,
     append,
 )
 
@@ -248,3 +250,131 @@ def test_conditional_edges_and_gotos_may_end_a_branch() -> None:
         s.build()
     assert len(info.value.problems) == 2
     assert all("has no way to finish" in p for p in info.value.problems)
+
+
+# -- text that cannot be stored --------------------------------------------------------------
+
+SURROGATE = "\ud800"  # a lone surrogate: a Python str may hold it, UTF-8 and orjson refuse it
+
+
+def _condition_named(name: str) -> Any:
+    def cond(state: Any) -> bool:
+        return True
+
+    cond.__qualname__ = name
+    return cond
+
+
+def _surrogate_in(where: str) -> WorkflowBuilder:
+    """A workflow that would run, but for a surrogate at ``where``."""
+    b = WorkflowBuilder("flow" + SURROGATE if where == "name" else "flow")
+    b.add_node("a", lambda s: None,
+               skip_if=f"topic == '{SURROGATE}'" if where == "skip_if" else None,
+               produces=["topic" + SURROGATE] if where == "produces" else None)
+    b.set_entry("a")
+    if where == "switch":
+        b.add_switch("a", [(f"topic == '{SURROGATE}'", END)], default=END)
+    elif where == "route_by_type":
+        b.route_by_type("a", {"Math" + SURROGATE: END}, default=END)
+    elif where == "callable":
+        b.add_edge("a", END, when=_condition_named("check" + SURROGATE))
+    else:
+        b.add_edge("a", END, when=f"topic != '{SURROGATE}'" if where == "edge" else None)
+    return b
+
+
+@pytest.mark.parametrize(("where", "located"), [
+    ("name", "the workflow name: 'flow\\ud800' contains the surrogate code point '\\ud800' at "
+             "offset 4"),
+    ("edge", "edge a->__end__: cannot parse \"topic != '\\ud800'\" at offset 10: the surrogate "
+             "code point '\\ud800' is not valid Unicode text"),
+    ("skip_if", "node 'a' skip_if: cannot parse \"topic == '\\ud800'\" at offset 10"),
+    ("switch", "switch a->__end__: cannot parse \"topic == '\\ud800'\" at offset 10"),
+    ("route_by_type", "switch a->__end__: cannot parse \"matched_type == 'Math\\ud800'\""),
+    ("callable", "edge 'a' -> '__end__' condition: 'check\\ud800' contains the surrogate"),
+    ("produces", "node 'a' produces: 'topic\\ud800' contains the surrogate"),
+], ids=["name", "edge", "skip_if", "switch", "route_by_type", "callable", "produces"])
+def test_text_that_is_not_valid_unicode_is_refused_by_build_naming_where(
+        where: str, located: str) -> None:
+    with pytest.raises(WorkflowValidationError) as info:
+        _surrogate_in(where).build()
+    assert [p for p in info.value.problems if p.startswith(located)], info.value.problems
+    str(info.value).encode("utf-8")  # the error itself can be printed and logged
+
+
+async def test_without_the_surrogate_that_workflow_builds_and_runs() -> None:
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(_surrogate_in("nowhere").build(), {})
+    assert result.status is RunStatus.COMPLETED
+
+
+def test_problems_quoting_an_invalid_node_id_can_be_printed() -> None:
+    b = WorkflowBuilder("ids")
+    b.add_node("a" + SURROGATE, lambda s: None).set_entry("a" + SURROGATE)
+    b.add_edge("a" + SURROGATE, END)
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert "node id 'a\\ud800' is invalid: use letters, digits, '_' or '-'" in info.value.problems
+    str(info.value).encode("utf-8")
+
+
+def test_a_node_id_ending_in_a_newline_is_invalid() -> None:
+    b = WorkflowBuilder("ids")
+    b.add_node("a\n", lambda s: None).set_entry("a\n").add_edge("a\n", END)
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert "node id 'a\\n' is invalid: use letters, digits, '_' or '-'" in info.value.problems
+
+
+# -- a join into the entry: the map-reduce loop -------------------------------------------------
+
+
+class Rounds(Blackboard):
+    rounds: Annotated[int, add] = 0
+    results: Annotated[list[str], append] = []
+
+
+WORKERS = [f"w{i}" for i in range(8)]
+
+
+def _map_reduce(stop: Literal["edge", "switch"]) -> Workflow:
+    """``fan`` (the entry) maps onto eight workers, whose join runs ``fan`` again."""
+    b = WorkflowBuilder("map-reduce", state=Rounds)
+    b.add_node("fan", lambda s: {"rounds": 1})
+    for name in WORKERS:
+        b.add_node(name, lambda s, ctx: {"results": [f"{ctx.node}@{s.rounds}"]})
+        b.add_edge("fan", name, when="rounds < 3")
+    b.add_fan_in(WORKERS, "fan")
+    if stop == "edge":
+        b.add_edge("fan", END, when="rounds >= 3")
+    else:
+        b.add_switch("fan", [("rounds >= 3", END)])
+    b.set_entry("fan")
+    return b.build()
+
+
+@pytest.mark.parametrize("stop", ["edge", "switch"])
+async def test_a_join_into_the_entry_builds_and_loops_until_its_condition_stops_it(
+        stop: Literal["edge", "switch"]) -> None:
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(_map_reduce(stop), {})
+        history = await rt.history(result.run_id)
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.state.rounds == 3
+    assert result.state.results == [f"{w}@{r}" for r in (1, 2) for w in WORKERS]
+    # fan, the workers, fan, the workers, fan: five supersteps after the input checkpoint
+    assert [(cp.superstep, cp.nodes) for cp in reversed(history)] == [
+        (0, ()), (1, ("fan",)), (2, tuple(WORKERS)), (3, ("fan",)), (4, tuple(WORKERS)),
+        (5, ("fan",))]
+
+
+def test_a_join_into_the_entry_still_needs_sources_the_entry_can_reach() -> None:
+    b = WorkflowBuilder("orphan-join", state=Rounds)
+    b.add_node("fan", lambda s: {"rounds": 1}).add_node("w0", lambda s: None)
+    b.add_node("lost", lambda s: None)
+    b.set_entry("fan").add_edge("fan", "w0", when="rounds < 3").add_edge("lost", "fan")
+    b.add_fan_in(["w0", "lost"], "fan")
+    with pytest.raises(WorkflowValidationError) as info:
+        b.build()
+    assert ("fan-in into 'fan': source 'lost' can never complete (it is not reachable from the "
+            "entry without the join itself)") in info.value.problems

@@ -473,6 +473,29 @@ def test_unreadable_files_are_problems(tmp_path: Path, name: str, text: str, exp
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
+def test_text_that_is_not_valid_unicode_is_a_located_problem(tmp_path: Path) -> None:
+    d = linear()
+    d["name"] = "linear\ud800"
+    d["nodes"][1]["metadata"] = {"note": ["fine", "bad \udfff"], "k\ud800": 1}
+    d["connections"][0]["condition"] = "x != '\ud800'"
+    (tmp_path / "w.json").write_text(json.dumps(d))  # written as \\ud800 escapes: valid JSON
+    expected = [
+        "connections[0].condition: \"x != '\\ud800'\" contains the surrogate code point "
+        "'\\ud800' at offset 6, which is not valid Unicode text and cannot be stored",
+        "name: 'linear\\ud800' contains the surrogate code point '\\ud800' at offset 6, which "
+        "is not valid Unicode text and cannot be stored",
+        "nodes[1].metadata.note[1]: 'bad \\udfff' contains the surrogate code point '\\udfff' "
+        "at offset 4, which is not valid Unicode text and cannot be stored",
+        "nodes[1].metadata: key: 'k\\ud800' contains the surrogate code point '\\ud800' at "
+        "offset 1, which is not valid Unicode text and cannot be stored",
+    ]
+    for source in (d, tmp_path / "w.json"):
+        with pytest.raises(WorkflowValidationError) as info:
+            load_workflow(source, REG)
+        assert info.value.problems == expected
+        str(info.value).encode("utf-8")  # the error itself can be printed and logged
+
+
 def test_a_missing_file_is_a_problem(tmp_path: Path) -> None:
     assert problems_of(tmp_path / "none.json")[0].startswith("definition: cannot read ")
 

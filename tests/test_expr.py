@@ -433,6 +433,18 @@ def test_rejected_construct_reports_reason_and_position(source: str, position: i
     assert f"offset {position}" in str(err)
 
 
+@pytest.mark.parametrize(("source", "position"), [
+    ("x == '\ud800'", 6),
+    ("name in ['ok', 'a\udfffb']", 17),
+    ("x == 1 and y == '\ud83d\ude00'", 17),  # a surrogate pair is no character either
+])
+def test_a_surrogate_code_point_is_rejected_where_it_is(source: str, position: int) -> None:
+    err = rejects(source)
+    assert err.position == position
+    assert "surrogate" in err.reason and "not valid Unicode" in err.reason
+    str(err).encode("utf-8")  # the message escapes it
+
+
 def test_expression_error_is_a_validation_error() -> None:
     err = rejects("f(x)")
     assert isinstance(err, WorkflowValidationError)

@@ -24,6 +24,7 @@ from ..model._graph import (
     Workflow,
 )
 from ..model._retry import RetryPolicy
+from ..model._text import printable
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["WorkflowBuilder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 
 
 _NODE_OPTIONS = frozenset({"retry", "timeout", "skip_if", "goto", "produces", "consumes"})
@@ -218,7 +219,7 @@ class WorkflowBuilder:
             self._problems.append(f"node {spec.id!r}: timeout must be a positive number of "
                                   f"seconds, got {spec.timeout!r:.60}")
             spec = dataclasses.replace(spec, timeout=None)
-        if not isinstance(spec.id, str) or not _ID.match(spec.id) or spec.id == END:
+        if not isinstance(spec.id, str) or not _ID.fullmatch(spec.id) or spec.id == END:
             # not registered: an invalid id would only cause follow-up noise
             # (unreachable, unknown targets) or shadow END
             self._problems.append(
@@ -364,7 +365,9 @@ class WorkflowBuilder:
         if not isinstance(self.version, str) or not self.version.strip():
             problems.append(f"version must be a non-empty string, got {self.version!r}")
         if problems:
-            raise WorkflowValidationError(problems, workflow=name)
+            # A problem may quote text that is not valid Unicode: escape it, so the
+            # error itself can be printed and logged.
+            raise WorkflowValidationError([printable(p) for p in problems], workflow=name)
         return wf
 
     # helpers ----------------------------------------------------------------

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from ..model._graph import END, Workflow
+from ..model._graph import END, Condition, Workflow
+from ..model._text import unstorable
 
-__all__ = ["reachable", "validate_graph"]
+__all__ = ["check_text", "reachable", "validate_graph"]
 
 
 def validate_graph(wf: Workflow) -> list[str]:
@@ -15,6 +16,7 @@ def validate_graph(wf: Workflow) -> list[str]:
     problems: list[str] = []
     problems += _check_entry(wf)
     problems += _check_targets(wf)
+    problems += check_text(wf)
     if wf.entry in wf.nodes:
         problems += _check_reachability(wf)
         problems += _check_fan_ins(wf)
@@ -65,8 +67,54 @@ def _check_targets(wf: Workflow) -> list[str]:
     return problems
 
 
+def check_text(wf: Workflow) -> list[str]:
+    """Every name and condition of ``wf`` that cannot be stored (not valid Unicode).
+
+    The name, node ids, routing targets and condition labels go into the
+    graph signature and the store; a surrogate code point would pass every
+    other check and then fail the run that stores it.
+    """
+    return [p for where, text in _texts(wf) if (p := unstorable(text, where)) is not None]
+
+
+def _label(cond: Condition | None) -> str | None:
+    return cond.label if cond is not None else None
+
+
+def _texts(wf: Workflow) -> Iterator[tuple[str, str | None]]:
+    """Each stored string of ``wf`` with where it is."""
+    yield "the workflow name", wf.name
+    yield "the entry", wf.entry
+    for nid, spec in wf.nodes.items():
+        yield "a node id", nid
+        yield f"node {nid!r} skip_if", _label(spec.skip_if)
+        yield from ((f"node {nid!r} goto", g) for g in spec.goto)
+        yield from ((f"node {nid!r} produces", f) for f in spec.produces or ())
+        yield from ((f"node {nid!r} consumes", f) for f in spec.consumes)
+        if spec.subworkflow is not None:
+            for inner, outer in spec.subworkflow.inputs.items():
+                yield from ((f"sub-workflow {nid!r} inputs", name) for name in (inner, outer))
+            for outer, inner in spec.subworkflow.outputs.items():
+                yield from ((f"sub-workflow {nid!r} outputs", name) for name in (outer, inner))
+    for source, edges in wf.edges.items():
+        for e in edges:
+            yield f"edge {source!r} -> {e.target!r}", e.target
+            yield f"edge {source!r} -> {e.target!r} condition", _label(e.when)
+    for source, sw in wf.switches.items():
+        for cond, target in sw.cases:
+            yield f"switch on {source!r} -> {target!r}", target
+            yield f"switch on {source!r} -> {target!r} condition", cond.label
+        yield f"switch on {source!r} default", sw.default
+    for fan in wf.fan_ins:
+        yield from ((f"fan-in into {fan.target!r}", name) for name in (*fan.sources, fan.target))
+    yield from (("an exit", x) for x in sorted(wf.exits))
+
+
 def reachable(wf: Workflow, start: str, *, avoid: Iterable[str] = ()) -> set[str]:
-    """Nodes reachable from ``start`` (inclusive) without passing ``avoid``."""
+    """Nodes reachable from ``start`` (inclusive) without passing ``avoid``.
+
+    ``start`` itself is always followed, even when it is in ``avoid``.
+    """
     blocked = set(avoid)
     seen = {start}
     queue = deque([start])
@@ -130,11 +178,16 @@ def _can_finish(wf: Workflow) -> set[str]:
 
 
 def _check_fan_ins(wf: Workflow) -> list[str]:
+    """Every join source must be able to run before its join does.
+
+    A join into the entry is fine: the entry runs first without waiting for
+    it (a map-reduce loop), so its sources need only be reachable from there.
+    """
     problems = []
     for fan in wf.fan_ins:
         if fan.target not in wf.nodes:
             continue
-        live = reachable(wf, wf.entry, avoid=[fan.target]) if wf.entry != fan.target else set()
+        live = reachable(wf, wf.entry, avoid=[fan.target])
         for s in fan.sources:
             if s in wf.nodes and s not in live:
                 problems.append(

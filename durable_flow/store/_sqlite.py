@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Callable
 from functools import partial
 from queue import SimpleQueue
@@ -50,16 +52,12 @@ def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connectio
     """Open and configure the store's connection (runs on the store's thread)."""
     # isolation_level=None: sqlite3 must not BEGIN on its own; every
     # transaction is explicit (see _SqliteDriver._transact). timeout is
-    # SQLite's busy handler: wait for another process's write lock.
+    # SQLite's busy handler, installed before any statement runs: wait for
+    # another process's write lock.
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                            cached_statements=256)
     try:
-        # WAL: readers never block the writer nor wait for it, and a commit
-        # appends to the log instead of rewriting pages. The mode is
-        # persistent, stored in the file.
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(f"cannot use write-ahead logging on {path} (journal mode {mode})")
+        _use_wal(conn, path, busy_timeout)
         # FULL: each commit syncs the WAL, so a committed superstep survives
         # power loss. NORMAL syncs only at checkpoints: faster, never corrupt,
         # but the last commits may roll back after a power loss.
@@ -68,6 +66,33 @@ def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connectio
         conn.close()
         raise
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
+    """Switch the file to write-ahead logging, retrying while other processes hold it.
+
+    WAL: readers never block the writer nor wait for it, and a commit appends
+    to the log instead of rewriting pages. The mode is persistent, stored in
+    the file, so only the first opener of a new file changes it; but several
+    processes opening one new file at once all try. The switch reads the
+    file, then needs it exclusively, and SQLite answers "database is locked"
+    at once, without its busy handler, to a reader asking for more while
+    another one waits for the same (it would deadlock). So the switch is
+    retried here, with jittered backoff, for up to ``busy_timeout`` seconds.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(random.uniform(delay / 2, delay))
+        delay = min(delay * 2, 0.05)
+    if str(mode).lower() != "wal":
+        raise StoreError(f"cannot use write-ahead logging on {path} (journal mode {mode})")
 
 
 def _schema_versions(conn: sqlite3.Connection) -> list[str]:
@@ -192,6 +217,8 @@ async def _upgrade_file(path: str, busy_timeout: float) -> None:
     """Run the migrations on their own aiosqlite connection, in one transaction."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    # timeout: sqlite3 installs the busy handler as it opens the connection,
+    # before SQLAlchemy's first statement, so every statement here waits too.
     engine = create_async_engine(URL.create("sqlite+aiosqlite", database=path),
                                  poolclass=NullPool, connect_args={"timeout": busy_timeout})
     event.listen(engine.sync_engine, "connect", _no_driver_transactions)

@@ -25,6 +25,7 @@ from ...errors import ExpressionError
 from ...model._blackboard import Blackboard, schema_for
 from ...model._graph import END, Condition
 from ...model._retry import RetryPolicy
+from ...model._text import printable, unstorable
 from ._state import has_field, parse_state
 
 __all__ = ["Conn", "Definition", "Node", "back_edges", "check_definition", "kind",
@@ -88,6 +89,31 @@ def _load_yaml(text: str) -> Any:
     if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
         raise ValueError("aliases (*name) are not supported")
     return yaml.safe_load(text)
+
+
+def _unstorable_text(raw: Mapping[Any, Any]) -> list[str]:
+    r"""Every key and string of a definition that is not valid Unicode, with its location.
+
+    A JSON ``\ud800`` escape (or a mapping built in Python) can carry a
+    surrogate code point; names, conditions and metadata holding one could not
+    be stored by a run.
+    """
+    problems: list[str] = []
+    stack: list[tuple[str, object]] = [("", raw)]
+    while stack:  # no recursion: a mapping given directly may nest deeply
+        loc, value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                where = printable(f"{loc}.{key}" if loc else str(key))
+                problem = unstorable(key, f"{loc or 'definition'}: key")
+                if problem is not None:
+                    problems.append(problem)
+                stack.append((where, item))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{loc}[{i}]", item) for i, item in enumerate(value))
+        elif (problem := unstorable(value, loc)) is not None:
+            problems.append(problem)
+    return sorted(problems)
 
 
 def _number(value: object, integer: bool = False) -> bool:
@@ -241,6 +267,10 @@ def parse_definition(raw: Any, problems: list[str]) -> Definition | None:
     """Parse the shape and types of a raw definition; None when it is not a mapping."""
     if not isinstance(raw, Mapping):
         problems.append(f"definition: must be an object, not {kind(raw)}")
+        return None
+    unstorable = _unstorable_text(raw)
+    if unstorable:  # like text that is not JSON: nothing else is worth reading
+        problems.extend(unstorable)
         return None
     r = _Reader(raw, "", problems, _TOP)
     name = r.get("name", "a string", required=True)

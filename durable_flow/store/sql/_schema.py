@@ -1,0 +1,170 @@
+"""The SQLModel table models of the checkpoint store, and their indexes.
+
+The models live in a private registry (:data:`METADATA`) so that an
+application calling ``SQLModel.metadata.create_all`` never creates
+durable-flow's tables. Migrations (``migrations/versions``) create the same
+schema; a test checks that the two agree. How values are encoded in these
+columns, and the statements over them, are in :mod:`._tables`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Index, LargeBinary, MetaData, Text, text
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "METADATA",
+    "ChannelValueTable",
+    "CheckpointTable",
+    "LogChunkTable",
+    "RequestTable",
+    "RunTable",
+    "StepTable",
+    "TaskWriteTable",
+]
+
+METADATA = MetaData()
+_OPEN = text("answer IS NULL")
+
+
+class _TableModel(SQLModel, registry=registry(metadata=METADATA)):
+    """Base of durable-flow's tables: its own metadata, not ``SQLModel.metadata``."""
+
+
+class RunTable(_TableModel, table=True):
+    """One row per run, with its lease (owner, epoch, expiry)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_created", "created_at", "run_id"),
+        Index("ix_runs_status", "status", "created_at", "run_id"),
+        Index("ix_runs_claim", "workflow_name", "status", "priority", "created_at", "run_id"),
+        Index("ix_runs_workflow", "workflow_name", "created_at", "run_id"),
+    )
+
+    run_id: str = Field(primary_key=True)
+    workflow_name: str
+    status: str
+    created_at: int = Field(sa_type=BigInteger)
+    updated_at: int = Field(sa_type=BigInteger)
+    head_checkpoint_id: str | None
+    signature: str
+    max_supersteps: int
+    error: str | None = Field(sa_type=Text)
+    forked_from: str | None = Field(sa_type=Text)
+    workflow_ref: str | None
+    lease_owner: str | None
+    lease_epoch: int
+    lease_expires_at: int | None = Field(sa_type=BigInteger)
+    # added by migration 0002, so they come last
+    input_digest: str | None = None
+    workflow_version: str = Field(default="1", sa_column_kwargs={"server_default": "1"})
+    priority: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    wake_at: int | None = Field(default=None, sa_type=BigInteger)
+
+
+class CheckpointTable(_TableModel, table=True):
+    """Checkpoint metadata; ``(run_id, thread, seq)`` orders each thread's chain."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        Index("ux_checkpoints_thread_seq", "run_id", "thread", "seq", unique=True),
+        Index("ix_checkpoints_namespace", "run_id", "namespace", "checkpoint_id"),
+    )
+
+    run_id: str = Field(primary_key=True)
+    checkpoint_id: str = Field(primary_key=True)
+    thread: str
+    namespace: str
+    parent_id: str | None
+    seq: int
+    superstep: int
+    created_at: int = Field(sa_type=BigInteger)
+    status: str
+    source: str
+    nodes: str = Field(sa_type=Text)
+    routing_reason: str | None = Field(sa_type=Text)
+    next_tasks: str = Field(sa_type=Text)
+    joins: str = Field(sa_type=Text)
+    value_versions: str = Field(sa_type=Text)
+    log_lengths: str = Field(sa_type=Text)
+    error: str | None = Field(sa_type=Text)
+    size: int
+
+
+class ChannelValueTable(_TableModel, table=True):
+    """The bytes of one value channel as written at one ``seq`` of a thread."""
+
+    __tablename__ = "channel_values"
+
+    run_id: str = Field(primary_key=True)
+    thread: str = Field(primary_key=True)
+    channel: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    data: bytes = Field(sa_type=LargeBinary)
+
+
+class LogChunkTable(_TableModel, table=True):
+    """The items one checkpoint appended to one log channel (a JSON array)."""
+
+    __tablename__ = "log_chunks"
+
+    run_id: str = Field(primary_key=True)
+    thread: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    channel: str = Field(primary_key=True)
+    data: bytes = Field(sa_type=LargeBinary)
+
+
+class TaskWriteTable(_TableModel, table=True):
+    """A finished task's writes, saved against the superstep's base checkpoint."""
+
+    __tablename__ = "task_writes"
+
+    run_id: str = Field(primary_key=True)
+    checkpoint_id: str = Field(primary_key=True)
+    node: str = Field(primary_key=True)
+    data: bytes = Field(sa_type=LargeBinary)
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class StepTable(_TableModel, table=True):
+    """A recorded ``ctx.step`` result."""
+
+    __tablename__ = "steps"
+
+    run_id: str = Field(primary_key=True)
+    checkpoint_id: str = Field(primary_key=True)
+    node: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    data: bytes = Field(sa_type=LargeBinary)
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class RequestTable(_TableModel, table=True):
+    """A human-input request; open while ``answer`` is NULL."""
+
+    __tablename__ = "requests"
+    __table_args__ = (
+        Index("ix_requests_checkpoint", "run_id", "checkpoint_id"),
+        # The inbox reads only open requests, oldest first: partial indexes keep
+        # it proportional to what is open, however much history is answered.
+        Index("ix_requests_open", "created_at", "run_id", "request_id",
+              sqlite_where=_OPEN, postgresql_where=_OPEN),
+        Index("ix_requests_open_workflow", "workflow_name", "created_at", "run_id",
+              "request_id", sqlite_where=_OPEN, postgresql_where=_OPEN),
+    )
+
+    run_id: str = Field(primary_key=True)
+    request_id: str = Field(primary_key=True)
+    workflow_name: str
+    thread: str
+    checkpoint_id: str
+    node: str
+    request_index: int
+    payload: bytes = Field(sa_type=LargeBinary)
+    response_schema: bytes = Field(sa_type=LargeBinary)
+    created_at: int = Field(sa_type=BigInteger)
+    answer: bytes | None = Field(sa_type=LargeBinary)
+    answered_at: int | None = Field(sa_type=BigInteger)
