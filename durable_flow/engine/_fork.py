@@ -12,10 +12,10 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
-from ..model._serde import decode, encode
+from ..model._serde import encode
 from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint, RunRecord
 from ._loop import RunContext, ThreadRunner
-from ._state import ThreadState, decode_checkpoint, encode_field
+from ._state import ThreadState, decode_checkpoint, encode_field, log_items
 
 __all__ = ["apply_update", "prepare_fork", "write_update"]
 
@@ -113,11 +113,8 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str) -> CheckpointWrite
     """A self-contained copy (every channel written) as the first checkpoint of a thread."""
     m = loaded.meta
     appends: dict[str, bytes] = {}
-    for ch, length in m.log_lengths.items():
-        items: list[Any] = []
-        for chunk in loaded.logs.get(ch, []):
-            items.extend(decode(chunk))
-        appends[ch] = encode(items[:length])
+    for ch in m.log_lengths:
+        appends[ch] = encode(log_items(loaded, ch))
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source="fork",

@@ -19,7 +19,14 @@ from typing import Any
 
 import structlog
 
-from ..errors import ConflictingUpdateError, LeaseLostError, SubworkflowError, SuperstepLimitError
+from ..errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    ConflictingUpdateError,
+    LeaseLostError,
+    SubworkflowError,
+    SuperstepLimitError,
+)
 from ..model._clock import utcnow
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
@@ -39,6 +46,7 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._context import Interrupt, TaskIO
+from ._preflight import preflight
 from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
 from ._task import TaskResult, call_node, failed, interrupted, make_context, normalize
 
@@ -57,6 +65,8 @@ class RunContext:
         self.run_id = lease.run_id
         self.workflow_name = workflow_name
         self._emit = emit
+        # sub-workflow heads read by ``preflight``, by thread, until their task continues them
+        self.preloaded: dict[str, ThreadState] = {}
 
     def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
              **data: Any) -> None:
@@ -101,6 +111,7 @@ class ThreadRunner:
         self.top = thread == ""
         self.max_supersteps = max_supersteps or workflow.max_supersteps
         self._takes_ctx = {nid: spec.takes_ctx for nid, spec in workflow.nodes.items()}
+        self._fresh: str | None = None  # the checkpoint first_checkpoint made: nothing recorded
 
     def qualify(self, node: str) -> str:
         """The node's path from the top-level workflow."""
@@ -136,11 +147,17 @@ class ThreadRunner:
             size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
         state = ThreadState(meta=meta, values=dict(values), histories=dict(histories),
                             value_bytes=vals)
+        self._fresh = meta.id
         return CheckpointWrite(meta=meta, values=vals, appends=appends), state
 
     async def load(self, checkpoint_id: str) -> ThreadState:
-        """Load one of this run's checkpoints as a typed state."""
-        loaded = await self.rc.store.load_checkpoint(self.rc.run_id, checkpoint_id)
+        """Load one of this run's checkpoints (a head the store points at) as a typed state."""
+        try:
+            loaded = await self.rc.store.load_checkpoint(self.rc.run_id, checkpoint_id)
+        except CheckpointNotFoundError:
+            raise CheckpointCorruptedError(
+                self.rc.run_id, checkpoint_id or "-",
+                "the checkpoint the run points at is missing") from None
         return decode_checkpoint(loaded, self.schema)
 
     # the loop ---------------------------------------------------------------
@@ -166,6 +183,8 @@ class ThreadRunner:
         answered: dict[str, dict[int, RequestRow]] = {}
         blocked: set[str] = set()
         if resumed:
+            if self.top and base.id != self._fresh:
+                await preflight(self, st)
             saved, answered, blocked = await self._recorded(base, step)
         todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
@@ -193,7 +212,7 @@ class ThreadRunner:
     ) -> tuple[dict[str, TaskResult], dict[str, dict[int, RequestRow]], set[str]]:
         """Task writes, answers and open requests already recorded for this superstep."""
         store, run_id = self.rc.store, self.rc.run_id
-        saved = {w.node: TaskResult.from_bytes(w.node, w.data, self.schema)
+        saved = {w.node: TaskResult.from_write(w, self.schema)
                  for w in await store.get_task_writes(run_id, base.id)}
         answered: dict[str, dict[int, RequestRow]] = {}
         blocked: set[str] = set()
@@ -299,8 +318,8 @@ class ThreadRunner:
                 self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,
                              rejected_answer=reason)
             return interrupted(node, exc)
-        except LeaseLostError:
-            raise
+        except (LeaseLostError, CheckpointCorruptedError):
+            raise  # the store's trouble, not the node's: stop the run, record nothing
         except Exception as exc:
             log.error("node_failed", error=f"{type(exc).__name__}: {exc}")
             self.rc.emit("node_failed", self.namespace, step, qual,
@@ -310,13 +329,20 @@ class ThreadRunner:
         return result
 
     # sub-workflows ------------------------------------------------------------
+    def child_runner(self, spec: NodeSpec, st: ThreadState, step: int) -> ThreadRunner:
+        """The runner of the thread sub-workflow node ``spec`` runs in from ``st``."""
+        sub = spec.subworkflow
+        if sub is None:
+            raise TypeError(f"node {spec.id!r} is not a sub-workflow")
+        return ThreadRunner(
+            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
+            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+
     async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int) -> Any:
         sub = spec.subworkflow
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
-        child = ThreadRunner(
-            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
-            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+        child = self.child_runner(spec, st, step)
         head = await self.rc.store.thread_head(self.rc.run_id, child.thread)
         if head is None:
             data = {inner: getattr(view, outer, None) for inner, outer in sub.inputs.items()}
@@ -327,7 +353,8 @@ class ThreadRunner:
                                                                       child.schema.build(values)))
             await self.rc.commit(checkpoint=write)
         else:
-            state = await child.load(head.id)
+            preloaded = self.rc.preloaded.pop(child.thread, None)
+            state = preloaded if preloaded is not None else await child.load(head.id)
         outcome = await child.run(state)
         if outcome.status is RunStatus.WAITING:
             raise Interrupt([])

@@ -10,7 +10,8 @@ datetime, date, time    ``datetime``  ISO 8601 text (``date``, ``time``)
 timedelta               ``timedelta`` seconds, or ``[days, seconds, micros]``
                                       when a float would lose microseconds
 bytes, bytearray        ``bytes``     base64 text
-set, frozenset          ``set``       the items (``frozenset``)
+set                     ``set``       the items
+frozenset               ``frozenset`` the items
 Decimal                 ``decimal``   its text
 NaN, +inf, -inf         ``float``     ``"nan"``, ``"inf"``, ``"-inf"``
 int beyond 64 bits      ``int``       its decimal text
@@ -68,7 +69,7 @@ from pydantic import BaseModel
 
 from ._messages import Message
 
-__all__ = ["TAG", "TAG_BYTES", "UnknownTagError", "decode", "encode"]
+__all__ = ["TAG", "TAG_BYTES", "UnknownTagError", "as_bytes", "decode", "encode"]
 
 TAG = "__df__"
 _TAG_BYTES = b'"__df__":'
@@ -355,13 +356,33 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def as_bytes(data: object) -> bytes:
+    """Stored data as bytes, whatever a driver hands back; :class:`UnknownTagError` if none.
+
+    PostgreSQL drivers may return a ``memoryview``; SQLite returns ``str`` for
+    a cell written as text into a BLOB column (its UTF-8 bytes are the data).
+    """
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        try:
+            return data.encode()
+        except UnicodeEncodeError as exc:
+            raise UnknownTagError(f"stored text is not UTF-8: {exc}") from None
+    raise UnknownTagError(f"stored data is {type(data).__name__}, not bytes")
+
+
 def decode(data: bytes) -> Any:
     """Decode bytes written by :func:`encode`.
 
     Raises ``orjson.JSONDecodeError`` on bad bytes and :class:`UnknownTagError`
-    on a tag this code does not know or a tagged value it cannot read; both
-    are ``ValueError``s.
+    on a tag this code does not know, a tagged value it cannot read, or data
+    that is not bytes; all are ``ValueError``s.
     """
+    if type(data) is not bytes:
+        data = as_bytes(data)
     value = orjson.loads(data)
     if _TAG_BYTES in data:
         return _untag(value)
