@@ -53,7 +53,7 @@ from durable_flow.store.sql._tables import METADATA
 
 KNOWN_GAPS = {
     "resume": "resume claims the run before reading its head",
-    "update_state": "update_state takes the lease before reading the head",
+    "update_state": "update_state takes the lease before it reads the head and checks the values",
     "fork": "fork creates the new run before decoding the copied state",
 }
 
@@ -598,3 +598,41 @@ async def test_a_damaged_step_result_raises_from_resume_instead_of_failing_the_n
         assert "'lookup'" in err.value.reason
         info = await rt.get_run("A")
     assert info.error is None and info.status.value != "failed"
+
+
+# -- bad input on an undamaged store -----------------------------------------------------------
+
+BAD_INPUT: dict[str, tuple[str, Any]] = {
+    "update_state with an unknown field": ("D", lambda rt, f: rt.update_state(
+        f.workflows["D"], "D", {"nope": 1})),
+    "update_state with an ill-typed value": ("D", lambda rt, f: rt.update_state(
+        f.workflows["D"], "D", {"approved": {"not": "a bool"}})),
+    "resume with an ill-typed answer": ("D", lambda rt, f: rt.resume(
+        f.workflows["D"], "D", responses={"approve@2#0": "not a bool"})),
+    "resume with an answer that cannot be stored": ("D", lambda rt, f: rt.resume(
+        f.workflows["D"], "D", responses={"approve@2#0": object()})),
+    "resume with an unknown request id": ("D", lambda rt, f: rt.resume(
+        f.workflows["D"], "D", responses={"ghost@1#0": True})),
+    "resume with another answer to an answered request": ("A", lambda rt, f: rt.resume(
+        f.workflows["A"], "A", responses={"ask@2#0": False})),
+    "fork from an unknown checkpoint": ("B", lambda rt, f: rt.fork(f.workflows["B"], "B", "nope")),
+    "fork with an unknown field": ("B", lambda rt, f: rt.fork(
+        f.workflows["B"], "B", f.inputs["B"], update={"nope": 1})),
+    "run with input that does not fit": ("A", lambda rt, f: rt.run(
+        f.workflows["A"], {"count": "many"}, run_id="new")),
+    "run with input that cannot be stored": ("A", lambda rt, f: rt.run(
+        f.workflows["A"], {"topic": "\ud800"}, run_id="new")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUT))
+async def test_bad_input_raises_and_changes_nothing(
+    name: str, sqlite_scenario: Scenario, tmp_path: Path,
+) -> None:
+    run, call = BAD_INPUT[name]
+    facts = sqlite_scenario.facts
+    outcomes = await _calls(_copy(sqlite_scenario.template, tmp_path / "bad.db"),
+                            {name: lambda rt, f, r: call(rt, f)}, facts, run)
+    [outcome] = outcomes
+    assert isinstance(outcome.error, DurableFlowError), outcome.error
+    conclude(judge(outcomes, run, facts, {name: type(outcome.error)}))
