@@ -15,8 +15,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.pool import NullPool
 
 import durable_flow
-from durable_flow.store.sql import _migrate
 from durable_flow.errors import SchemaVersionError
+from durable_flow.store.sql import _migrate
 from durable_flow.store.sql._tables import METADATA
 
 REPO = Path(__file__).resolve().parents[2]
