@@ -1,6 +1,6 @@
 """Damaged rows: reading them raises CheckpointCorruptedError, and a failing call writes nothing.
 
-Each case damages one cell (or deletes one row) of the scenario in
+Each case damages one cell (or deletes one row) of a SQLite copy of the scenario in
 ``damagekit`` (a waiting run with a sub-workflow, requests, steps, a task
 write, a log field and a node history; a completed run; a fork; a plain
 waiting run), then makes every public read and write call about the damaged
@@ -22,18 +22,31 @@ head; ``fork`` creates the new run before it decodes the copied state;
 from __future__ import annotations
 
 import asyncio
-import copy
-import dataclasses
 import shutil
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from damagekit import READS, WRITES, Facts, Outcome, build, table_changes
+from damagekit import (
+    BLOB_KINDS,
+    MISSING,
+    READS,
+    TEXT_KINDS,
+    WRITES,
+    Facts,
+    Outcome,
+    Scenario,
+    build,
+    conclude,
+    damage,
+    expected_undamaged_errors,
+    judge,
+    table_changes,
+    undamaged_errors,
+)
 from sqlalchemy import LargeBinary
 
 from durable_flow import (
@@ -41,83 +54,12 @@ from durable_flow import (
     CheckpointNotFoundError,
     DurableFlowError,
     InvalidInputError,
-    MemoryStore,
     RunNotFoundError,
     Runtime,
     SqliteStore,
     UnknownRequestError,
 )
 from durable_flow.store.sql._tables import METADATA
-
-# -- judging outcomes ------------------------------------------------------------------------
-
-KNOWN_GAPS = {
-    "resume": "resume claims the run before reading its head",
-    "update_state": "update_state takes the lease before it reads the head and checks the values",
-    "fork": "fork creates the new run before decoding the copied state",
-}
-
-
-def _gap(call: str) -> str | None:
-    return next((gap for prefix, gap in KNOWN_GAPS.items() if call.startswith(prefix)), None)
-
-
-def _explained(outcome: Outcome, run: str, facts: Facts) -> bool:
-    """Whether a failing call's writes are those of a known ownership gap."""
-    gone = [row for old, _new in outcome.changed.values() for row in old]
-    new = [row for _old, rows in outcome.changed.values() for row in rows]
-    if outcome.call.startswith("fork"):
-        return not gone and all(row[0] not in facts.workflows for row in new)
-    allowed = {"runs", "requests"} if outcome.call.startswith("resume") else {"runs"}
-    return set(outcome.changed) <= allowed and all(row[0] == run for row in gone + new)
-
-
-@dataclass
-class Verdict:
-    """The problems of a case, and the writes explained by a known gap."""
-
-    problems: list[str] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)
-
-
-def judge(outcomes: list[Outcome], run: str, facts: Facts,
-          baseline: dict[str, type[BaseException] | None],
-          extra: tuple[type[BaseException], ...] = ()) -> Verdict:
-    """Check every outcome of a case against the rules in the module docstring."""
-    verdict = Verdict()
-    for out in outcomes:
-        err, name = out.error, out.call
-        if err is None:
-            continue
-        allowed = (CheckpointCorruptedError, *extra, *([baseline[name]] if baseline[name] else []))
-        if not isinstance(err, DurableFlowError):
-            verdict.problems.append(f"{name} raised {type(err).__name__}: {err}")
-        elif not isinstance(err, allowed):
-            verdict.problems.append(f"{name} raised {type(err).__name__} (undamaged: "
-                                    f"{getattr(baseline[name], '__name__', 'no error')}): {err}")
-        elif isinstance(err, CheckpointCorruptedError) and not _names_a_checkpoint(err, facts, out):
-            verdict.problems.append(f"{name}: {err} names no checkpoint of run {err.run_id!r}")
-        if out.changed:
-            tables = ", ".join(sorted(out.changed))
-            gap = _gap(name)
-            if gap is not None and _explained(out, run, facts):
-                verdict.known.append(f"{name} changed {tables} ({gap})")
-            else:
-                verdict.problems.append(f"{name} failed ({type(err).__name__}) but changed {tables}")
-    return verdict
-
-
-def _names_a_checkpoint(err: CheckpointCorruptedError, facts: Facts, out: Outcome) -> bool:
-    created = {str(row[1]) for _old, new in out.changed.values() for row in new if len(row) > 1}
-    return err.checkpoint_id in facts.checkpoints.get(err.run_id, set()) | created
-
-
-def conclude(verdict: Verdict) -> None:
-    """Fail on problems; report known gaps as an expected failure."""
-    assert not verdict.problems, "\n".join(verdict.problems)
-    if verdict.known:
-        pytest.xfail("; ".join(verdict.known))
-
 
 # -- the SQLite store --------------------------------------------------------------------------
 
@@ -198,42 +140,6 @@ ROWS = [
 ]
 
 ROWS_BY_LABEL = {row.label: row for row in ROWS}
-TEXT_KINDS = ("invalid JSON", "wrong JSON type", "truncated")
-BLOB_KINDS = (*TEXT_KINDS, "unknown tag", "stored as text")
-MISSING = "missing row"
-
-
-def _wrong_type(text: str | None) -> str:
-    """Valid JSON of another type than the cell holds (a number where an object was, ...)."""
-    try:
-        value = orjson.loads(text) if text is not None else None
-    except orjson.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        return "5"
-    if isinstance(value, list | str):
-        return '{"x": 5}'
-    if value is None or isinstance(value, bool):
-        return "[5]"
-    return '"text"'
-
-
-def damage(kind: str, table: str, original: str | bytes | None) -> str | bytes | None:
-    """The damaged value of a cell; blobs stay bytes except when ``stored as text``."""
-    blob = isinstance(original, bytes) or table not in ("runs", "checkpoints")
-    text = original.decode() if isinstance(original, bytes) else original
-    if kind == "stored as text":
-        return text
-    new = {
-        "invalid JSON": "{not json",
-        "wrong JSON type": _wrong_type(text),
-        "truncated": (text or '{"type": "ValueError", "message": "x"}')[:max(1, len(text or "") // 2)],
-        "unknown tag": ('[{"__df__":"martian","v":1}]' if table == "log_chunks"
-                        else '{"__df__":"martian","v":1}'),
-    }[kind]
-    return new.encode() if blob else new
-
-
 @dataclass(frozen=True)
 class Case:
     """One cell damaged (or one row deleted)."""
@@ -319,15 +225,6 @@ async def run_sqlite(db: Path, tmp: Path, facts: Facts, run: str) -> list[Outcom
     return outcomes
 
 
-@dataclass
-class Scenario:
-    """The undamaged scenario: a database (or store) and what each call does on it."""
-
-    facts: Facts
-    template: Any
-    baseline: dict[str, dict[str, type[BaseException] | None]]
-
-
 @pytest.fixture(scope="module")
 def sqlite_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     tmp = tmp_path_factory.mktemp("damaged")
@@ -360,207 +257,9 @@ async def test_a_damaged_sqlite_cell_is_reported_and_failing_calls_change_nothin
 def test_the_undamaged_scenario_reads_and_writes_without_errors_except_misuse(
     sqlite_scenario: Scenario,
 ) -> None:
-    errors = {(run, call): err.__name__ for run, calls in sqlite_scenario.baseline.items()
-              for call, err in calls.items() if err is not None}
-    fork = sqlite_scenario.facts.fork
-    assert errors == {
-        ("A", "update_state"): "InvalidInputError",  # the head holds recorded work
-        ("B", "resume"): "RunNotResumableError", ("B", "resume(answers)"): "RunNotResumableError",
-        ("B", "resume(repeated answer)"): "RunNotResumableError",
-        ("B", "update_state"): "RunNotResumableError",
-        (fork, "update_state"): "InvalidInputError",
-        ("D", "get_state(sub)"): "CheckpointNotFoundError",
-    }
+    facts = sqlite_scenario.facts
+    assert undamaged_errors(sqlite_scenario) == expected_undamaged_errors(facts)
     assert len(SQLITE_CASES) > 150
-
-
-# -- the memory store ---------------------------------------------------------------------------
-
-
-def _memory_rows(store: MemoryStore) -> dict[str, list[Any]]:
-    """The store's data as rows that start with their run id, like the SQL tables."""
-    return {
-        "runs": [(r.run_id, repr(r)) for r in store._runs.values()],
-        "checkpoints": [(m.run_id, m.id, repr(m)) for m in store._checkpoints.values()]
-        + [(k[0], "thread", repr((k, v))) for k, v in store._threads.items()],
-        **{name: [(k[0], repr((k, v))) for k, v in table.items()] for name, table in (
-            ("channel_values", store._values), ("log_chunks", store._appends),
-            ("task_writes", store._task_writes), ("steps", store._steps),
-            ("requests", store._requests))},
-    }
-
-
-@dataclass(frozen=True)
-class MemoryCell:
-    """One stored payload of a MemoryStore: read it, replace it, or delete it (None)."""
-
-    label: str
-    run: str
-    read: Callable[[MemoryStore, Facts], bytes | None]
-    write: Callable[[MemoryStore, Facts, bytes | None], None]
-
-
-def _in_dict(label: str, run: str, where: Callable[[MemoryStore, Facts], tuple[dict[Any, Any], Any]]
-             ) -> MemoryCell:
-    def write(store: MemoryStore, f: Facts, data: bytes | None) -> None:
-        table, key = where(store, f)
-        if data is None:
-            del table[key]
-        else:
-            table[key] = data
-
-    return MemoryCell(label, run, lambda store, f: (lambda t, k: t[k])(*where(store, f)), write)
-
-
-def _record(label: str, run: str, where: Callable[[MemoryStore, Facts], tuple[dict[Any, Any], Any]],
-            attr: str) -> MemoryCell:
-    def read(store: MemoryStore, f: Facts) -> bytes | None:
-        table, key = where(store, f)
-        return getattr(table[key], attr)  # type: ignore[no-any-return]
-
-    def write(store: MemoryStore, f: Facts, data: bytes | None) -> None:
-        table, key = where(store, f)
-        if data is None:
-            del table[key]
-        else:
-            table[key] = dataclasses.replace(table[key], **{attr: data})
-
-    return MemoryCell(label, run, read, write)
-
-
-def _chunk(label: str, run: str, thread: Callable[[Facts], str], seq: int, channel: str
-           ) -> MemoryCell:
-    def find(store: MemoryStore, f: Facts) -> tuple[list[Any], int]:
-        chunks = store._appends[(run, thread(f))]
-        return chunks, next(i for i, c in enumerate(chunks) if c[:2] == (seq, channel))
-
-    def write(store: MemoryStore, f: Facts, data: bytes | None) -> None:
-        chunks, at = find(store, f)
-        if data is None:
-            del chunks[at]
-        else:
-            chunks[at] = (seq, channel, data)
-
-    return MemoryCell(label, run, lambda store, f: (lambda c, i: c[i][2])(*find(store, f)), write)
-
-
-def _drop_head(store: MemoryStore, f: Facts, data: bytes | None) -> None:
-    head = f.heads["A"]
-    del store._checkpoints[head]
-    store._threads[("A", "")].remove(head)
-
-
-MEMORY_CELLS = [
-    _in_dict("value A count@1", "A", lambda s, f: (s._values, ("A", "", "count", 1))),
-    _in_dict("value A sub q@0", "A", lambda s, f: (s._values, ("A", f"{f.heads['A']}/sub", "q", 0))),
-    _in_dict("value D topic@1", "D", lambda s, f: (s._values, ("D", "", "topic", 1))),
-    _chunk("log A notes@1", "A", lambda f: "", 1, "notes"),
-    _chunk("log A history:research@1", "A", lambda f: "", 1, "history:research"),
-    _chunk("log A sub messages@0", "A", lambda f: f"{f.heads['A']}/sub", 0, "messages"),
-    _record("task write A side", "A",
-            lambda s, f: (s._task_writes[("A", f.heads["A"])], "side"), "data"),
-    _in_dict("step A fetch", "A", lambda s, f: (s._steps[("A", f.inputs["A"], "research")], "fetch")),
-    _in_dict("step A lookup", "A", lambda s, f: (s._steps[("A", f.heads["A"], "ask")], "lookup")),
-    *[_record(f"request A {rid} {attr}", "A", lambda s, f, rid=rid: (s._requests, ("A", rid)), attr)
-      for rid, attrs in (("ask@2#0", ("payload", "response_schema", "answer")),
-                         ("ask@2#1", ("payload", "response_schema")),
-                         ("sub@2/inner_ask@1#0", ("payload",)))
-      for attr in attrs],
-]
-MEMORY_HEAD = MemoryCell("head checkpoint A", "A", lambda s, f: None, _drop_head)
-
-
-@dataclass(frozen=True)
-class MemoryCase:
-    """One MemoryStore payload damaged, or one entry removed."""
-
-    cell: MemoryCell
-    kind: str
-
-    def __str__(self) -> str:
-        return f"{self.cell.label}-{self.kind}"
-
-    def apply(self, store: MemoryStore, facts: Facts) -> None:
-        if self.kind == MISSING:
-            self.cell.write(store, facts, None)
-            return
-        new = damage(self.kind, "memory", self.cell.read(store, facts))
-        self.cell.write(store, facts, new if isinstance(new, bytes) else None)
-
-    def extra_errors(self) -> tuple[type[BaseException], ...]:
-        """Errors the damage makes legitimate, as for :meth:`Case.extra_errors`."""
-        if "answer" in self.cell.label:
-            return (UnknownRequestError, InvalidInputError)
-        if self.kind != MISSING:
-            return ()
-        if "request" in self.cell.label:
-            return (UnknownRequestError,)
-        return (CheckpointNotFoundError,) if "checkpoint" in self.cell.label else ()
-
-
-MEMORY_CASES = [MemoryCase(cell, kind) for cell in MEMORY_CELLS
-                for kind in (*BLOB_KINDS[:4], MISSING)
-                if not (kind == MISSING and "request" in cell.label and "payload" not in cell.label)]
-MEMORY_CASES.append(MemoryCase(MEMORY_HEAD, MISSING))
-
-
-async def _memory_calls(template: MemoryStore, calls: dict[str, Any], facts: Facts, run: str,
-                        damage_of: MemoryCase | None) -> list[Outcome]:
-    store = copy.deepcopy(template)
-    if damage_of is not None:
-        damage_of.apply(store, facts)
-    outcomes = []
-    async with Runtime(store) as rt:
-        for name, call in calls.items():
-            before = _memory_rows(store)
-            error: BaseException | None = None
-            try:
-                await call(rt, facts, run)
-            except Exception as exc:
-                error = exc
-            outcomes.append(Outcome(name, error, table_changes(before, _memory_rows(store))))
-    return outcomes
-
-
-async def run_memory(template: MemoryStore, facts: Facts, run: str,
-                     case: MemoryCase | None) -> list[Outcome]:
-    """Every call about ``run`` on damaged copies: the reads on one, each write on its own."""
-    outcomes = await _memory_calls(template, READS, facts, run, case)
-    for name, call in WRITES.items():
-        outcomes += await _memory_calls(template, {name: call}, facts, run, case)
-    return outcomes
-
-
-@pytest.fixture(scope="module")
-def memory_scenario() -> Scenario:
-    async def make() -> Scenario:
-        store = MemoryStore()
-        async with Runtime(store) as rt:
-            facts = await build(rt)
-        baseline = {}
-        for run in facts.workflows:
-            outcomes = await run_memory(store, facts, run, None)
-            baseline[run] = {o.call: type(o.error) if o.error else None for o in outcomes}
-        return Scenario(facts, store, baseline)
-
-    return asyncio.run(make())
-
-
-@pytest.mark.parametrize("case", MEMORY_CASES, ids=str)
-async def test_a_damaged_memory_payload_is_reported_and_failing_calls_change_nothing(
-    case: MemoryCase, memory_scenario: Scenario,
-) -> None:
-    facts = memory_scenario.facts
-    run = case.cell.run
-    outcomes = await run_memory(memory_scenario.template, facts, run, case)
-    conclude(judge(outcomes, run, facts, memory_scenario.baseline[run], case.extra_errors()))
-
-
-def test_the_memory_scenario_fails_only_where_sqlite_does(
-    memory_scenario: Scenario, sqlite_scenario: Scenario,
-) -> None:
-    assert memory_scenario.baseline["A"] == sqlite_scenario.baseline["A"]
-    assert memory_scenario.baseline["D"] == sqlite_scenario.baseline["D"]
 
 
 # -- focused behaviours ----------------------------------------------------------------------------
