@@ -18,6 +18,7 @@ from ..model._clock import utcnow
 from ..model._messages import Message
 from ..model._serde import decode, encode
 from ..store._protocols import RequestRow, StepRow
+from ._state import DAMAGE, corrupted, decode_raw
 
 if TYPE_CHECKING:
     import structlog
@@ -95,8 +96,6 @@ class TaskIO:
         """Plain values of this thread's oldest checkpoint, read once per run execution."""
         cache = _RUN_INPUTS.setdefault(self.run, {})
         if self.thread not in cache:
-            from ._state import decode_raw
-
             store, run_id = self.run.store, self.run.run_id
             metas = await store.list_checkpoints(run_id, thread=self.thread)
             values: dict[str, Any] = {}
@@ -189,8 +188,10 @@ class NodeContext:
         adapter: TypeAdapter[Any] = TypeAdapter(response_type)
         row = self._io.answered.get(index)
         if row is not None and row.answer is not None:
+            answer = self._decode_recorded(row.answer, row.checkpoint_id,
+                                           f"the answer to {row.id!r}")
             try:
-                return adapter.validate_python(decode(row.answer))
+                return adapter.validate_python(answer)
             except ValidationError as exc:
                 # the answer fit the request's JSON Schema but not the node's own type
                 # (a custom validator): ask again rather than failing the node for good
@@ -245,13 +246,21 @@ class NodeContext:
         except DurableFlowError as exc:
             _own(exc)
             raise
-        value = decode(recorded)
+        value = self._decode_recorded(recorded, self._io.checkpoint_id,
+                                      f"the step {name!r} of {self.node!r}")
         if adapter is None:
             return cast(T, value)
         try:
             return cast(T, adapter.validate_python(value))
         except ValidationError:
             return cast(T, value)
+
+    def _decode_recorded(self, data: bytes, checkpoint_id: str, what: str) -> Any:
+        """A recorded value; damaged data raises ``CheckpointCorruptedError``."""
+        try:
+            return decode(data)
+        except DAMAGE as exc:
+            raise corrupted(self.run_id, checkpoint_id, exc, what) from None
 
 
 def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:

@@ -26,7 +26,8 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._loop import RunContext, ThreadRunner
-from ._state import ThreadState, decode_checkpoint, encode_field
+from ._state import DAMAGE, ThreadState, corrupted, decode_checkpoint, encode_field, log_items
+from ._task import TaskResult
 
 __all__ = ["UpdatePlan", "apply_update", "commit_update", "plan_update", "prepare_fork"]
 
@@ -88,6 +89,7 @@ async def prepare_fork(
     for depth, meta in enumerate(chain):
         last = depth == len(chain) - 1
         loaded = await _load(store, meta, checkpoint_id)
+        decode_checkpoint(loaded, target_wf.schema)  # damage stops the fork before it writes
         if last and update:
             loaded = _with_update(target_wf, loaded, update)
         carry = not (last and update) and await _is_head(store, meta)
@@ -95,7 +97,7 @@ async def prepare_fork(
         copies.checkpoints.append(write)
         node = None if last else chain[depth + 1].thread.partition("/")[2]
         if carry:
-            await _carry(store, meta, write.meta, copies, checkpoint_id, skip=node)
+            await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
         if node is not None:
             thread = f"{write.meta.id}/{node}"
             sub = target_wf.nodes[node].subworkflow
@@ -146,35 +148,59 @@ async def _is_head(store: CheckpointStore, meta: CheckpointMeta) -> bool:
     return head is not None and head.id == meta.id
 
 
-async def _carry(store: CheckpointStore, src: CheckpointMeta, new: CheckpointMeta,
-                 copies: _Copies, given: str, *, skip: str | None) -> None:
+async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
+                 new: CheckpointMeta, copies: _Copies, given: str, *, skip: str | None) -> None:
     """Copy what ``src``'s superstep in progress recorded onto its copy ``new``.
 
-    ``skip`` is the sub-workflow node the fork descends into: the chain down
-    to the forked checkpoint is copied instead of that node's head, and the
-    node must run again, so a write it saved is left behind.
+    ``wf`` is the workflow of ``src``'s thread. ``skip`` is the sub-workflow
+    node the fork descends into: the chain down to the forked checkpoint is
+    copied instead of that node's head, and the node must run again, so a
+    write it saved is left behind. Everything copied is decoded first, so
+    damaged data stops the fork before it writes anything.
     """
     run_id = src.run_id
+    writes = [w for w in await store.get_task_writes(run_id, src.id) if w.node != skip]
+    requests = await store.get_requests(run_id, checkpoint_id=src.id)
+    for w in writes:
+        TaskResult.from_write(w, wf.schema)
+    for r in requests:
+        _check_bytes(run_id, src.id, r.payload, f"the payload of {r.id!r}")
+        _check_bytes(run_id, src.id, r.response_schema, f"the response schema of {r.id!r}",
+                     want=dict)
+        if r.answer is not None:
+            _check_bytes(run_id, src.id, r.answer, f"the answer to {r.id!r}")
     copies.task_writes.extend(
-        dataclasses.replace(w, run_id=new.run_id, checkpoint_id=new.id)
-        for w in await store.get_task_writes(run_id, src.id) if w.node != skip)
+        dataclasses.replace(w, run_id=new.run_id, checkpoint_id=new.id) for w in writes)
     copies.requests.extend(
         dataclasses.replace(r, run_id=new.run_id, thread=new.thread, checkpoint_id=new.id)
-        for r in await store.get_requests(run_id, checkpoint_id=src.id))
+        for r in requests)
     for node in src.next_tasks:
         if node == skip:
             continue
         qual = f"{src.namespace}.{node}" if src.namespace else node
         now = utcnow()
-        copies.steps.extend(
-            StepRow(new.run_id, new.id, qual, name, data, now)
-            for name, data in (await store.get_steps(run_id, src.id, qual)).items())
+        for name, data in (await store.get_steps(run_id, src.id, qual)).items():
+            _check_bytes(run_id, src.id, data, f"the step {name!r} of {qual!r}")
+            copies.steps.append(StepRow(new.run_id, new.id, qual, name, data, now))
         head = await store.thread_head(run_id, f"{src.id}/{node}")
-        if head is not None:
-            write = _copy(await _load(store, head, given), new.run_id, f"{new.id}/{node}",
-                          carried=True)
+        sub = wf.nodes[node].subworkflow if node in wf.nodes else None
+        if head is not None and sub is not None:
+            loaded = await _load(store, head, given)
+            decode_checkpoint(loaded, sub.workflow.schema)
+            write = _copy(loaded, new.run_id, f"{new.id}/{node}", carried=True)
             copies.checkpoints.append(write)
-            await _carry(store, head, write.meta, copies, given, skip=None)
+            await _carry(store, sub.workflow, head, write.meta, copies, given, skip=None)
+
+
+def _check_bytes(run_id: str, checkpoint_id: str, data: bytes, what: str,
+                 want: type | None = None) -> None:
+    """Decode recorded bytes; damage raises ``CheckpointCorruptedError`` naming where."""
+    try:
+        value = decode(data)
+        if want is not None and not isinstance(value, want):
+            raise TypeError(f"expected a JSON {want.__name__}, got {type(value).__name__}")
+    except DAMAGE as exc:
+        raise corrupted(run_id, checkpoint_id, exc, what) from None
 
 
 def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
@@ -204,11 +230,8 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str, *,
     if carried and m.status is RunStatus.WAITING:
         status = RunStatus.WAITING
     appends: dict[str, bytes] = {}
-    for ch, length in m.log_lengths.items():
-        items: list[Any] = []
-        for chunk in loaded.logs.get(ch, []):
-            items.extend(decode(chunk))
-        appends[ch] = encode(items[:length])
+    for ch in m.log_lengths:
+        appends[ch] = encode(log_items(loaded, ch))
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source="fork", status=status,

@@ -19,7 +19,14 @@ from typing import Any
 
 import structlog
 
-from ..errors import ConflictingUpdateError, LeaseLostError, SubworkflowError, SuperstepLimitError
+from ..errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    ConflictingUpdateError,
+    LeaseLostError,
+    SubworkflowError,
+    SuperstepLimitError,
+)
 from ..model._clock import utcnow
 from ..model._frozen import freeze, freeze_appended
 from ..model._graph import NodeSpec, Workflow
@@ -41,6 +48,7 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._context import Interrupt, TaskIO
+from ._preflight import preflight
 from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
 from ._task import (
     TaskFence,
@@ -68,6 +76,8 @@ class RunContext:
         self.workflow_name = workflow_name
         self._emit = emit
         self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
+        # sub-workflow heads read by ``preflight``, by thread, until their task continues them
+        self.preloaded: dict[str, ThreadState] = {}
 
     def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
              **data: Any) -> None:
@@ -112,6 +122,7 @@ class ThreadRunner:
         self.top = thread == ""
         self.max_supersteps = max_supersteps or workflow.max_supersteps
         self._takes_ctx = {nid: spec.takes_ctx for nid, spec in workflow.nodes.items()}
+        self._fresh: str | None = None  # the checkpoint first_checkpoint made: nothing recorded
 
     def qualify(self, node: str) -> str:
         """The node's path from the top-level workflow."""
@@ -147,11 +158,21 @@ class ThreadRunner:
             size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
         state = ThreadState(meta=meta, values=dict(values), histories=dict(histories),
                             value_bytes=vals)
+        self._fresh = meta.id
         return CheckpointWrite(meta=meta, values=vals, appends=appends), state
 
+    def checked(self, checkpoint_id: str) -> None:
+        """The caller already read and checked what the first superstep from here uses."""
+        self._fresh = checkpoint_id
+
     async def load(self, checkpoint_id: str) -> ThreadState:
-        """Load one of this run's checkpoints as a typed state."""
-        loaded = await self.rc.store.load_checkpoint(self.rc.run_id, checkpoint_id)
+        """Load one of this run's checkpoints (a head the store points at) as a typed state."""
+        try:
+            loaded = await self.rc.store.load_checkpoint(self.rc.run_id, checkpoint_id)
+        except CheckpointNotFoundError:
+            raise CheckpointCorruptedError(
+                self.rc.run_id, checkpoint_id or "-",
+                "the checkpoint the run points at is missing") from None
         return decode_checkpoint(loaded, self.schema)
 
     # the loop ---------------------------------------------------------------
@@ -177,6 +198,8 @@ class ThreadRunner:
         answered: dict[str, dict[int, RequestRow]] = {}
         blocked: set[str] = set()
         if resumed:
+            if self.top and base.id != self._fresh:
+                await preflight(self, st)
             saved, answered, blocked = await self._recorded(base, step)
         todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
@@ -204,7 +227,7 @@ class ThreadRunner:
     ) -> tuple[dict[str, TaskResult], dict[str, dict[int, RequestRow]], set[str]]:
         """Task writes, answers and open requests already recorded for this superstep."""
         store, run_id = self.rc.store, self.rc.run_id
-        saved = {w.node: TaskResult.from_bytes(w.node, w.data, self.schema)
+        saved = {w.node: TaskResult.from_write(w, self.schema)
                  for w in await store.get_task_writes(run_id, base.id)}
         answered: dict[str, dict[int, RequestRow]] = {}
         blocked: set[str] = set()
@@ -312,8 +335,8 @@ class ThreadRunner:
             result = normalize(spec, self.schema, out, holder[0])
         except Interrupt as exc:
             return self._interrupted(node, qual, step, log, exc)
-        except LeaseLostError:
-            raise
+        except (LeaseLostError, CheckpointCorruptedError):
+            raise  # the store's trouble, not the node's: stop the run, record nothing
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and cancelled_from_outside():
                 raise  # the run is being stopped; a node raising CancelledError just fails
@@ -339,13 +362,20 @@ class ThreadRunner:
         return interrupted(node, exc)
 
     # sub-workflows ------------------------------------------------------------
+    def child_runner(self, spec: NodeSpec, st: ThreadState, step: int) -> ThreadRunner:
+        """The runner of the thread sub-workflow node ``spec`` runs in from ``st``."""
+        sub = spec.subworkflow
+        if sub is None:
+            raise TypeError(f"node {spec.id!r} is not a sub-workflow")
+        return ThreadRunner(
+            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
+            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+
     async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int) -> Any:
         sub = spec.subworkflow
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
-        child = ThreadRunner(
-            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
-            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+        child = self.child_runner(spec, st, step)
         head = await self.rc.store.thread_head(self.rc.run_id, child.thread)
         if head is None:
             data = {inner: getattr(view, outer, None) for inner, outer in sub.inputs.items()}
@@ -356,7 +386,8 @@ class ThreadRunner:
                                                                       child.schema.build(values)))
             await self.rc.commit(checkpoint=write)
         else:
-            state = await child.load(head.id)
+            preloaded = self.rc.preloaded.pop(child.thread, None)
+            state = preloaded if preloaded is not None else await child.load(head.id)
         outcome = await child.run(state)
         if outcome.status is RunStatus.WAITING:
             raise Interrupt([])

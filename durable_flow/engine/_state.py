@@ -6,17 +6,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from ..errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 from ..model._blackboard import Blackboard, StateSchema
 from ..model._frozen import FrozenList, freeze
 from ..model._messages import Message
-from ..model._serde import TAG_BYTES, UnknownTagError, decode, encode
+from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 
-__all__ = ["HISTORY_PREFIX", "ThreadState", "decode_checkpoint", "encode_field"]
+__all__ = [
+    "DAMAGE", "HISTORY_PREFIX", "ThreadState", "corrupted", "decode_checkpoint", "decode_raw",
+    "encode_field", "log_items",
+]
 
 HISTORY_PREFIX = "history:"
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -62,11 +64,26 @@ def encode_field(node: str, name: str, value: Any) -> bytes:
         raise SerializationError(node, name, str(exc)) from None
 
 
+# What reading damaged stored data can raise (JSONDecodeError and UnknownTagError are
+# ValueErrors); each is reported as CheckpointCorruptedError naming run and checkpoint.
+DAMAGE = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError)
+
+
+def corrupted(run_id: str, checkpoint_id: str, exc: BaseException,
+              what: str = "") -> CheckpointCorruptedError:
+    """The error for damaged stored data, ``what`` naming the part that is damaged."""
+    reason = _reason(exc)
+    return CheckpointCorruptedError(run_id, checkpoint_id, f"{what}: {reason}" if what else reason)
+
+
 def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
     """Plain values and node histories of a checkpoint, without any schema."""
     meta = loaded.meta
+    channel = ""
     try:
-        raw: dict[str, Any] = {ch: decode(b) for ch, b in loaded.values.items()}
+        raw: dict[str, Any] = {}
+        for channel, data in loaded.values.items():
+            raw[channel] = decode(data)
         histories: dict[str, list[Message]] = {}
         for channel, length in meta.log_lengths.items():
             chunks = loaded.logs.get(channel, [])
@@ -74,8 +91,8 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
                 histories[channel[len(HISTORY_PREFIX):]] = _messages(chunks, length)
             else:
                 raw[channel] = _concat(chunks, length)
-    except (orjson.JSONDecodeError, UnknownTagError, ValidationError, ValueError) as exc:
-        raise CheckpointCorruptedError(meta.run_id, meta.id, _reason(exc)) from None
+    except DAMAGE as exc:
+        raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
     return raw, histories
 
 
@@ -84,8 +101,8 @@ def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadSt
     raw, histories = decode_raw(loaded)
     try:
         state = schema.cls.model_validate(raw)
-    except ValidationError as exc:
-        raise CheckpointCorruptedError(loaded.meta.run_id, loaded.meta.id, _reason(exc)) from None
+    except DAMAGE as exc:  # a ValidationError is a ValueError
+        raise corrupted(loaded.meta.run_id, loaded.meta.id, exc) from None
     return ThreadState(meta=loaded.meta, values=_frozen_values(schema, state),
                        histories={n: FrozenList(h) for n, h in histories.items()},
                        value_bytes=dict(loaded.values))
@@ -105,12 +122,13 @@ def _messages(chunks: list[bytes], length: int) -> list[Message]:
     if TAG_BYTES in joined:
         return _MESSAGES.validate_python(_concat(chunks, length))
     messages = _MESSAGES.validate_json(joined)
-    if len(messages) < length:
+    if not 0 <= length <= len(messages):
         raise ValueError(f"log has {len(messages)} items, checkpoint expects {length}")
     return messages[:length]
 
 
 def _joined(chunks: list[bytes]) -> bytes:
+    chunks = [c if type(c) is bytes else as_bytes(c) for c in chunks]
     for chunk in chunks:
         if chunk[:1] != b"[" or chunk[-1:] != b"]":
             raise ValueError("a log chunk is not a JSON array")
@@ -126,9 +144,17 @@ def _concat(chunks: list[bytes], length: int) -> list[Any]:
     items = decode(_joined(chunks))
     if not isinstance(items, list):
         raise ValueError("a log chunk is not a JSON array")
-    if len(items) < length:
+    if not 0 <= length <= len(items):
         raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
     return items[:length]
+
+
+def log_items(loaded: LoadedCheckpoint, channel: str) -> list[Any]:
+    """The plain items a checkpoint sees in one log channel; raises CheckpointCorruptedError."""
+    try:
+        return _concat(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel])
+    except DAMAGE as exc:
+        raise corrupted(loaded.meta.run_id, loaded.meta.id, exc, f"channel {channel!r}") from None
 
 
 def _reason(exc: BaseException) -> str:

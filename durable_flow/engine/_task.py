@@ -15,11 +15,11 @@ from ..model._graph import END, Command, NodeSpec
 from ..model._messages import Message
 from ..model._serde import decode
 from ._context import Interrupt, NodeContext, TaskIO
-from ._state import encode_field
+from ._state import DAMAGE, corrupted, encode_field
 
 if TYPE_CHECKING:
     from ..model._blackboard import StateSchema
-    from ..store._protocols import RequestRow
+    from ..store._protocols import RequestRow, TaskWrite
 
 __all__ = ["TaskFence", "TaskResult", "call_node", "normalize"]
 
@@ -51,14 +51,33 @@ class TaskResult:
         return head + b"," + extra + hist + b"}"
 
     @classmethod
-    def from_bytes(cls, node: str, data: bytes, schema: StateSchema) -> TaskResult:
-        """Rebuild a saved task write, validating it against the schema again."""
+    def from_write(cls, write: TaskWrite, schema: StateSchema) -> TaskResult:
+        """Rebuild a saved task write, validating it against the schema again.
+
+        Damaged data raises ``CheckpointCorruptedError`` naming the run and the
+        superstep's base checkpoint.
+        """
+        try:
+            return cls._from_bytes(write.node, write.data, schema)
+        except (*DAMAGE, StateUpdateError) as exc:
+            raise corrupted(write.run_id, write.checkpoint_id, exc,
+                            f"the task write of {write.node!r}") from None
+
+    @classmethod
+    def _from_bytes(cls, node: str, data: bytes, schema: StateSchema) -> TaskResult:
         raw = decode(data)
+        if not isinstance(raw, dict) or not isinstance(raw.get("update"), dict):
+            raise TypeError("expected a JSON object with an 'update' object")
         update = {f: schema.validate_update(node, f, v) for f, v in raw["update"].items()}
-        history = [Message.model_validate(m) for m in raw.get("history") or []]
-        goto = tuple(raw["goto"]) if raw.get("goto") is not None else None
-        result = cls(node=node, kind="done", update=update, history=history, goto=goto,
-                     reason=raw.get("reason"))
+        history = [Message.model_validate(m) for m in _list(raw.get("history") or [])]
+        goto = raw.get("goto")
+        if goto is not None and not all(isinstance(g, str) for g in _list(goto)):
+            raise TypeError("'goto' is not a list of node ids")
+        reason = raw.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError("'reason' is not text")
+        result = cls(node=node, kind="done", update=update, history=history,
+                     goto=tuple(goto) if goto is not None else None, reason=reason)
         result.encoded = {f: encode_field(node, f, v) for f, v in update.items()}
         result.history_bytes = encode_field(node, "history", history) if history else None
         return result
@@ -95,6 +114,12 @@ class TaskFence:
         """Raise the ``LeaseLostError`` if the lease was lost."""
         if self.lost is not None:
             raise self.lost
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a JSON array, got {type(value).__name__}")
+    return value
 
 
 async def call_node(

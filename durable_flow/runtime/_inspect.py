@@ -6,28 +6,48 @@ from typing import Any
 
 import orjson
 
-from ..engine._state import decode_raw
-from ..errors import CheckpointNotFoundError, InvalidInputError, RunNotFoundError
+from ..engine._state import DAMAGE, corrupted, decode_raw
+from ..errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    InvalidInputError,
+    RunNotFoundError,
+)
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
-from ..model._serde import decode
+from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
 
-__all__ = ["Inspector", "to_pending"]
+__all__ = ["Inspector", "response_schema", "to_pending"]
 
 
-def to_pending(row: RequestRow, schemas: dict[bytes, Any] | None = None) -> PendingRequest:
-    """The public view of a request row.
+def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = None
+               ) -> PendingRequest:
+    """The public view of a request row; damaged data raises ``CheckpointCorruptedError``.
 
     ``schemas`` caches decoded response schemas across a listing: an inbox of
     thousands of requests usually holds a handful of distinct schemas.
     """
-    if schemas is None:
-        schema = orjson.loads(row.response_schema)
-    elif (schema := schemas.get(row.response_schema)) is None:
-        schema = schemas[row.response_schema] = orjson.loads(row.response_schema)
+    try:
+        if schemas is None:
+            schema = response_schema(row.response_schema)
+        elif (cached := schemas.get(row.response_schema)) is not None:
+            schema = cached
+        else:
+            schema = schemas[row.response_schema] = response_schema(row.response_schema)
+        payload = decode(row.payload)
+    except DAMAGE as exc:
+        raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
     return PendingRequest(
-        id=row.id, run_id=row.run_id, node=row.node, payload=decode(row.payload),
+        id=row.id, run_id=row.run_id, node=row.node, payload=payload,
         response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name)
+
+
+def response_schema(data: bytes) -> dict[str, Any]:
+    """A stored response schema (a JSON object); ``ValueError`` if it is not one."""
+    schema = orjson.loads(as_bytes(data))
+    if not isinstance(schema, dict):
+        raise ValueError(f"the response schema is a {type(schema).__name__}, not an object")
+    return schema
 
 
 def to_info(meta: CheckpointMeta) -> CheckpointInfo:
@@ -99,7 +119,11 @@ class Inspector:
         if checkpoint_id is not None:
             meta = await self.store.get_checkpoint(record.run_id, checkpoint_id)
         elif namespace == "":
-            meta = await self.store.get_checkpoint(record.run_id, record.head_checkpoint_id or "")
+            head = record.head_checkpoint_id or ""
+            meta = await self.store.get_checkpoint(record.run_id, head)
+            if meta is None:
+                raise CheckpointCorruptedError(record.run_id, head or "-",
+                                               "the run's head checkpoint is missing")
         else:
             metas = await self.store.list_checkpoints(record.run_id, namespace=namespace)
             meta = metas[0] if metas else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -12,9 +13,11 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..engine._state import DAMAGE, corrupted
 from ..errors import InvalidResponseError, UnknownRequestError
-from ..model._serde import encode
-from ..store._protocols import CheckpointStore, RunRecord
+from ..model._serde import as_bytes, encode
+from ..store._protocols import CheckpointStore, RequestRow, RunRecord
+from ._inspect import response_schema
 
 __all__ = ["check_responses"]
 
@@ -39,17 +42,34 @@ async def check_responses(
             raise UnknownRequestError(record.run_id, rid)
         data, plain = _plain(rid, answer)
         if row.answer is not None:
-            if orjson.loads(row.answer) == plain:
+            if _stored(row, lambda r: orjson.loads(as_bytes(r.answer)), "answer") == plain:
                 repeated.append(rid)
                 continue
             raise UnknownRequestError(record.run_id, rid)
-        schema = orjson.loads(row.response_schema)
+        schema = _stored(row, lambda r: response_schema(r.response_schema), "response schema")
         try:
-            jsonschema.validate(to_jsonable_python(answer), schema, format_checker=_FORMATS)
+            _validate(row, to_jsonable_python(answer), schema)
         except jsonschema.ValidationError as exc:
             raise InvalidResponseError(rid, exc.message, schema) from None
         answers[rid] = data
     return answers, repeated
+
+
+def _stored(row: RequestRow, read: Callable[[RequestRow], Any], what: str) -> Any:
+    """A stored part of a request; damaged data raises ``CheckpointCorruptedError``."""
+    try:
+        return read(row)
+    except DAMAGE as exc:
+        raise corrupted(row.run_id, row.checkpoint_id, exc, f"the {what} of {row.id!r}") from None
+
+
+def _validate(row: RequestRow, answer: Any, schema: dict[str, Any]) -> None:
+    """Check an answer against the request's schema; a damaged schema is reported as such."""
+    try:
+        jsonschema.validate(answer, schema, format_checker=_FORMATS)
+    except (jsonschema.SchemaError, re.error) as exc:
+        raise corrupted(row.run_id, row.checkpoint_id, exc,
+                        f"the response schema of {row.id!r}") from None
 
 
 def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:

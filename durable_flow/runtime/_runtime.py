@@ -20,6 +20,7 @@ from typing import Any
 
 from ..engine._fork import commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
+from ..engine._preflight import preflight
 from ..engine._state import ThreadState
 from ..errors import (
     DurableFlowError,
@@ -234,6 +235,9 @@ class Runtime:
             return
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
+        # read and check everything the first superstep will use before claiming:
+        # damaged data then raises having changed nothing
+        state, preloaded = await self._prepared(workflow, record)
         try:
             lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
                                                  answers=answers, expect_head=head))
@@ -248,8 +252,9 @@ class Runtime:
         async def go(rc: RunContext) -> ThreadOutcome:
             for rid in answers:
                 rc.emit("request_answered", "", 0, request_id=rid)
+            rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            state = await runner.load(head)
+            runner.checked(state.meta.id)
             if not state.meta.next_tasks:  # finished before its status was written
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
@@ -321,6 +326,23 @@ class Runtime:
                 f"run {record.run_id} already exists with another {what}; "
                 "start it with a new run_id, or resume it")
         self._check_signature(workflow, record, False)
+
+    async def _prepared(self, workflow: Workflow, record: RunRecord
+                        ) -> tuple[ThreadState, dict[str, ThreadState]]:
+        """The run's head and the nested heads its next superstep continues, all checked.
+
+        Read without a lease: the claim that follows names this head, so it is
+        refused if the run moved on meanwhile.
+        """
+        reader = RunContext(self.store, Lease(record.run_id, "", 0, utcnow()), workflow.name,
+                            None)
+        runner = ThreadRunner(reader, workflow, max_supersteps=record.max_supersteps)
+        state = await runner.load(record.head_checkpoint_id or "")
+        if state.meta.next_tasks:
+            await preflight(runner, state)
+        for row in await self.store.get_requests(record.run_id, open_only=True):
+            to_pending(row)  # the result lists them: a damaged one must stop us now
+        return state, reader.preloaded
 
     async def _repeated(self, workflow: Workflow, run_id: str) -> Event:
         """The result for answers that were all recorded before: the run as it stands.

@@ -298,7 +298,12 @@ class MemoryStore:
     async def thread_head(self, run_id: str, thread: str) -> CheckpointMeta | None:
         """The newest checkpoint of a thread."""
         ids = self._threads.get((run_id, thread))
-        return self._checkpoints[ids[-1]] if ids else None
+        if not ids:
+            return None
+        meta = self._checkpoints.get(ids[-1])
+        if meta is None:
+            raise CheckpointCorruptedError(run_id, ids[-1], "the thread's newest checkpoint is missing")
+        return meta
 
     async def list_checkpoints(
         self, run_id: str, *, namespace: str | None = None, thread: str | None = None

@@ -49,8 +49,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
-from ...errors import CheckpointCorruptedError, StoreError
+from ...errors import CheckpointCorruptedError
 from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
+from ...model._serde import as_bytes
 from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite
 from ._schema import METADATA
 
@@ -135,8 +136,10 @@ def _decode_error(raw: str | None) -> ErrorInfo | None:
     if raw is None:
         return None
     data = orjson.loads(raw)
-    if not isinstance(data, dict):
-        raise TypeError("error is not a JSON object")
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), str) for k in ("type", "message")) or not all(
+            isinstance(data.get(k), str | None) for k in ("node", "traceback")):
+        raise TypeError("error is not a JSON object of type, message, node and traceback")
     return ErrorInfo.from_dict(data)
 
 
@@ -152,8 +155,8 @@ def _str_tuple(raw: str) -> tuple[str, ...]:
 
 def _int_map(raw: str) -> dict[str, int]:
     data = orjson.loads(raw)
-    if not isinstance(data, dict) or not all(type(v) is int for v in data.values()):
-        raise TypeError("expected a JSON object of integers")
+    if not isinstance(data, dict) or not all(type(v) is int and v >= 0 for v in data.values()):
+        raise TypeError("expected a JSON object of non-negative integers")
     return {str(k): int(v) for k, v in data.items()}
 
 
@@ -205,11 +208,24 @@ def _forked_from(raw: str | None) -> CheckpointRef | None:
     if raw is None:
         return None
     data = orjson.loads(raw)
-    return CheckpointRef(run_id=str(data["run_id"]), checkpoint_id=str(data["checkpoint_id"]))
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), str) for k in ("run_id", "checkpoint_id")):
+        raise TypeError("forked_from is not a JSON object of run_id and checkpoint_id")
+    return CheckpointRef(run_id=data["run_id"], checkpoint_id=data["checkpoint_id"])
+
+
+def _maybe_blob(value: object) -> bytes | None:
+    return None if value is None else as_bytes(value)
+
+
+def _unreadable(run_id: object, checkpoint_id: object, what: str,
+                exc: BaseException) -> CheckpointCorruptedError:
+    return CheckpointCorruptedError(str(run_id), str(checkpoint_id or "-"),
+                                    f"{what} cannot be read: {type(exc).__name__}: {exc}")
 
 
 def run_from_row(row: Mapping[str, Any]) -> RunRecord:
-    """Rebuild a :class:`RunRecord`; raises ``StoreError`` on an unreadable row."""
+    """Rebuild a :class:`RunRecord`; raises ``CheckpointCorruptedError`` naming run and head."""
     try:
         return RunRecord(
             run_id=row["run_id"], workflow_name=row["workflow_name"],
@@ -223,8 +239,9 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
             lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
         )
-    except (ValueError, TypeError, KeyError) as exc:
-        raise StoreError(f"the row of run {row.get('run_id')} is corrupted: {exc}") from exc
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",
+                          exc) from exc
 
 
 # -- checkpoints ----------------------------------------------------------------------
@@ -260,7 +277,7 @@ def checkpoint_from_row(row: Mapping[str, Any]) -> CheckpointMeta:
     for column, decode in _CHECKPOINT_DECODERS.items():
         try:
             decoded[column] = decode(row[column])
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
             raise CheckpointCorruptedError(
                 run_id, checkpoint_id, f"column {column!r} cannot be read: {exc}") from exc
     return CheckpointMeta(
@@ -286,34 +303,56 @@ def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
 
 
 def request_from_row(row: Mapping[str, Any]) -> RequestRow:
-    """Rebuild a :class:`RequestRow`."""
-    return RequestRow(
-        id=row["request_id"], run_id=row["run_id"], workflow_name=row["workflow_name"],
-        thread=row["thread"], checkpoint_id=row["checkpoint_id"], node=row["node"],
-        index=row["request_index"], payload=row["payload"],
-        response_schema=row["response_schema"], created_at=from_us(row["created_at"]),
-        answer=row["answer"], answered_at=_maybe_from_us(row["answered_at"]),
-    )
+    """Rebuild a :class:`RequestRow`; raises ``CheckpointCorruptedError``."""
+    try:
+        return RequestRow(
+            id=row["request_id"], run_id=row["run_id"], workflow_name=row["workflow_name"],
+            thread=row["thread"], checkpoint_id=row["checkpoint_id"], node=row["node"],
+            index=row["request_index"], payload=as_bytes(row["payload"]),
+            response_schema=as_bytes(row["response_schema"]),
+            created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
+            answered_at=_maybe_from_us(row["answered_at"]),
+        )
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
+                          f"request {row.get('request_id')!r}", exc) from exc
 
 
 def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[RequestRow]:
-    """Rebuild many :class:`RequestRow` from raw result tuples in ``columns`` order."""
+    """Rebuild many :class:`RequestRow` from raw result tuples in ``columns`` order.
+
+    The inbox can be long, so rows are built inline; any unreadable row is
+    rebuilt through :func:`request_from_row` to name it.
+    """
     at = {name: i for i, name in enumerate(columns)}
     rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
         at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
                         "request_index", "payload", "response_schema", "created_at", "answer",
                         "answered_at"))
-    return [RequestRow(
-        id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread], checkpoint_id=r[cp],
-        node=r[node], index=r[idx], payload=r[payload], response_schema=r[schema],
-        created_at=from_us(r[created]), answer=r[answer],
-        answered_at=_maybe_from_us(r[answered])) for r in rows]
+    rows = list(rows)
+    # the inbox holds open requests: answers are None; bytes are checked without a call
+    if all(type(r[payload]) is bytes and type(r[schema]) is bytes and r[answer] is None
+           for r in rows):
+        try:
+            return [RequestRow(
+                id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread],
+                checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
+                response_schema=r[schema], created_at=from_us(r[created]),
+                answer=None, answered_at=_maybe_from_us(r[answered])) for r in rows]
+        except (ValueError, TypeError, OverflowError):
+            pass  # rebuilt one by one below, so the damaged row is named
+    return [request_from_row(dict(zip(columns, r, strict=True))) for r in rows]
 
 
 def task_write_from_row(row: Mapping[str, Any]) -> TaskWrite:
-    """Rebuild a :class:`TaskWrite`."""
-    return TaskWrite(run_id=row["run_id"], checkpoint_id=row["checkpoint_id"],
-                     node=row["node"], data=row["data"], created_at=from_us(row["created_at"]))
+    """Rebuild a :class:`TaskWrite`; raises ``CheckpointCorruptedError``."""
+    try:
+        return TaskWrite(run_id=row["run_id"], checkpoint_id=row["checkpoint_id"],
+                         node=row["node"], data=as_bytes(row["data"]),
+                         created_at=from_us(row["created_at"]))
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
+                          f"the task write of {row.get('node')!r}", exc) from exc
 
 
 # -- statements -------------------------------------------------------------------
