@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -121,21 +122,43 @@ async def test_two_runtimes_sending_one_answer_execute_it_once(
             await assert_linear(rt1.store, waiting.run_id)
 
 
+@asynccontextmanager
+async def late_claim(store_factory: Callable[[], Any], wf: Any,
+                     responses: bool = True
+                     ) -> AsyncIterator[tuple[Runtime, Any, Callable[[], Any]]]:
+    """rt1 and a waiting run; a resume by rt2 that has read the run but claims only later.
+
+    Yields ``(rt1, waiting, finish)``: awaiting ``finish()`` lets rt2 claim and
+    returns what its resume returned (or raises what it raised).
+    """
+    gate = asyncio.Event()
+    async with Runtime(store_factory()) as rt1, \
+            Runtime(SlowClaims(store_factory(), gate)) as rt2:  # type: ignore[arg-type]
+        waiting = await rt1.run(wf, {})
+        answers = {waiting.pending_requests[0].id: True} if responses else None
+        late = asyncio.create_task(rt2.resume(wf, waiting.run_id, responses=answers))
+        await asyncio.sleep(0.05)  # rt2 has read the run and checked the answer
+
+        async def finish() -> Any:
+            gate.set()
+            return await late
+
+        try:
+            yield rt1, waiting, finish
+        finally:
+            gate.set()
+            await asyncio.gather(late, return_exceptions=True)
+
+
 async def test_an_answer_read_before_another_runtime_finished_is_a_no_op(
     store_factory: Callable[[], Any],
 ) -> None:
     calls: collections.Counter[str] = collections.Counter()
     wf = approval(calls)
-    gate = asyncio.Event()
-    async with Runtime(store_factory()) as rt1, \
-            Runtime(SlowClaims(store_factory(), gate)) as rt2:  # type: ignore[arg-type]
-        waiting = await rt1.run(wf, {})
+    async with late_claim(store_factory, wf) as (rt1, waiting, finish):
         rid = waiting.pending_requests[0].id
-        late = asyncio.create_task(rt2.resume(wf, waiting.run_id, responses={rid: True}))
-        await asyncio.sleep(0.05)  # rt2 has read the run and checked the answer
         done = await rt1.resume(wf, waiting.run_id, responses={rid: True})
-        gate.set()
-        again = await late
+        again = await finish()
     assert done.status is again.status is RunStatus.COMPLETED
     assert again.checkpoint_id == done.checkpoint_id
     assert calls["ask:answered"] == 1 and calls["publish"] == 1
@@ -146,37 +169,22 @@ async def test_a_run_cancelled_while_a_resume_was_on_its_way_stays_cancelled(
 ) -> None:
     calls: collections.Counter[str] = collections.Counter()
     wf = approval(calls)
-    gate = asyncio.Event()
-    async with Runtime(store_factory()) as rt1, \
-            Runtime(SlowClaims(store_factory(), gate)) as rt2:  # type: ignore[arg-type]
-        waiting = await rt1.run(wf, {})
-        rid = waiting.pending_requests[0].id
-        late = asyncio.create_task(rt2.resume(wf, waiting.run_id, responses={rid: True}))
-        await asyncio.sleep(0.05)
+    async with late_claim(store_factory, wf) as (rt1, waiting, finish):
         await rt1.cancel(waiting.run_id)
-        gate.set()
         with pytest.raises(RunNotResumableError):
-            await late
-        info = await rt1.get_run(waiting.run_id)
-    assert info.status is RunStatus.CANCELLED
+            await finish()
+        assert (await rt1.get_run(waiting.run_id)).status is RunStatus.CANCELLED
     assert calls["ask:answered"] == 0 and calls["publish"] == 0
 
 
 async def test_a_resume_of_a_head_that_moved_meanwhile_is_locked_out(
     store_factory: Callable[[], Any],
 ) -> None:
-    calls: collections.Counter[str] = collections.Counter()
-    wf = approval(calls)
-    gate = asyncio.Event()
-    async with Runtime(store_factory()) as rt1, \
-            Runtime(SlowClaims(store_factory(), gate)) as rt2:  # type: ignore[arg-type]
-        waiting = await rt1.run(wf, {})
-        late = asyncio.create_task(rt2.resume(wf, waiting.run_id))
-        await asyncio.sleep(0.05)
+    wf = approval(collections.Counter())
+    async with late_claim(store_factory, wf, responses=False) as (rt1, waiting, finish):
         await rt1.update_state(wf, waiting.run_id, {"notes": ["edited"]})
-        gate.set()
         with pytest.raises(RunLockedError):
-            await late
+            await finish()
         await assert_linear(rt1.store, waiting.run_id)
 
 

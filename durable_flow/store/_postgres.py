@@ -48,8 +48,8 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from functools import partial
-from types import ModuleType, TracebackType
-from typing import Any, Self, TypeVar
+from types import ModuleType
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy.dialects import postgresql
@@ -333,14 +333,3 @@ class PostgresStore(SqlStore):
         if driver is not None:
             await driver.close()
 
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

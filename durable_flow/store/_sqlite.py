@@ -22,8 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from queue import SimpleQueue
 from threading import Thread
-from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import URL, Connection, event
 from sqlalchemy.dialects import sqlite
@@ -321,18 +320,6 @@ class SqliteStore(SqlStore):
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def _pragma(self, name: str) -> object:
         """Read a PRAGMA on the store's own connection (diagnostics and tests)."""

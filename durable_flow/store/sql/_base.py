@@ -23,6 +23,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Self
 
 from ...model._records import RunStatus
 from .._protocols import (
@@ -112,6 +113,13 @@ class SqlStore(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release connections."""
+
+    async def __aenter__(self) -> Self:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def create_run(
         self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
