@@ -30,7 +30,7 @@ from sqlalchemy.pool import NullPool
 
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
-from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive
+from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Notify, Op, SqlStore, Tx, drive
 from .sql._tables import SqlDialect
 
 __all__ = ["SqliteStore"]
@@ -89,6 +89,8 @@ def _perform(conn: sqlite3.Connection, op: Op) -> object:
             return conn.execute(stmt.sql, params).fetchall()
         case FetchEach(stmt, rows):
             return [conn.execute(stmt.sql, params).fetchall() for params in rows]
+        case Notify():  # no other process can listen: workers on this file poll
+            return None
     raise TypeError(f"unknown operation {op!r}")
 
 

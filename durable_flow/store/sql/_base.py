@@ -15,6 +15,12 @@ The statements are :class:`durable_flow.store.sql._tables.Queries`, compiled for
 backend's :class:`~durable_flow.store.sql._tables.SqlDialect`. Dialect specifics stay
 behind that dialect (SQLAlchemy's, with its ``INSERT ... ON CONFLICT``) and
 the driver (PRAGMAs, ``BEGIN IMMEDIATE``, locking).
+
+A transaction that makes a run claimable (created ``queued``, answered into
+``queued``, given back to the queue) also yields :class:`Notify`: a driver
+that can tell other processes once the transaction commits (PostgreSQL
+``NOTIFY``) does, so their workers wake at once; others (SQLite) ignore it
+and those workers find the run on their next poll.
 """
 
 from __future__ import annotations
@@ -60,8 +66,8 @@ from . import _tables as t
 from ._tables import Queries, SqlDialect, Statement, queries_for
 
 __all__ = [
-    "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Op", "SqlStore", "Tx", "drive",
-    "drive_async",
+    "RUNS_CHANNEL", "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Notify", "Op",
+    "SqlStore", "Tx", "drive", "drive_async",
 ]
 
 T = TypeVar("T")
@@ -102,7 +108,22 @@ class ExecuteMany:
     rows: list[tuple[object, ...]]
 
 
-Op = Fetch | FetchEach | Execute | ExecuteMany
+# The notification channel of runs becoming claimable (one per database).
+RUNS_CHANNEL = "durable_flow_runs"
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Announce, once the transaction commits, that a run may be claimed now.
+
+    Sent on :data:`RUNS_CHANNEL` with the run id as payload; nothing is sent
+    if the transaction rolls back. A driver that cannot notify sends back None.
+    """
+
+    run_id: str
+
+
+Op = Fetch | FetchEach | Execute | ExecuteMany | Notify
 Tx = Generator[Op, Any, T]
 
 
@@ -217,6 +238,8 @@ def create_run_tx(
         {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
          "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
     yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
+    if run.status is RunStatus.QUEUED:
+        yield Notify(run.run_id)
 
 
 def get_run_tx(q: Queries, run_id: str) -> Tx[RunRecord | None]:
@@ -309,6 +332,7 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunR
     if run.status is RunStatus.WAITING and not still_open:
         yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
                            now=t.to_us(now))
+        yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
 
@@ -324,8 +348,9 @@ def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
 def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
     """Free the lease if it is still ours (``requeue``: a ``running`` run becomes ``queued``)."""
     if requeue:
-        yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
-                           owner=lease.owner, now=_now())
+        if (yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
+                               owner=lease.owner, now=_now())):
+            yield Notify(lease.run_id)
     else:
         yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
                            owner=lease.owner)
