@@ -32,9 +32,12 @@ Failures: a transaction that did not commit runs again, from a fresh
 generator, after a lost connection, a server restarting or shutting down, a
 deadlock, a serialization failure or a schema change that invalidated its
 prepared statements, with exponential backoff for up to
-``reconnect_timeout`` seconds. A connection lost during COMMIT is not
-retried (the commit may have happened) and raises ``StoreError``, as does
-every other driver error.
+``reconnect_timeout`` seconds. So does one whose connection the server
+dropped after its last statement (asyncpg then sends no COMMIT). A
+connection lost during COMMIT leaves the outcome unknown: an idempotent
+transaction (renewing or releasing a lease, saving task writes or a step
+result: running it twice leaves what running it once does) runs again;
+any other raises ``StoreError``, as does every other driver error.
 
 Wake-ups: a transaction that makes a run claimable (``Notify``) sends
 ``NOTIFY durable_flow_runs`` with it, delivered only if it commits. ``listen``
@@ -169,7 +172,7 @@ class _PostgresDriver:
         self._pool = pool
         self._reconnect_timeout = reconnect_timeout
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
         unique_violations = 0
 
         def again(state: RetryCallState) -> bool:
@@ -185,8 +188,9 @@ class _PostgresDriver:
         retrying = AsyncRetrying(retry=again, reraise=True, wait=_BACKOFF,
                                  stop=stop_after_delay(self._reconnect_timeout))
         try:
-            result: T = await retrying(self._attempt, tx, write)
-        except (_ConnectionLost, OSError, self._pg.PostgresError, self._pg.InterfaceError) as exc:
+            result: T = await retrying(self._attempt, tx, write, idempotent)
+        except (_ConnectionLost, OSError, self._pg.PostgresError, self._pg.InterfaceError,
+                self._pg.InternalClientError) as exc:
             raise self._store_error(exc) from exc
         return result
 
@@ -218,7 +222,7 @@ class _PostgresDriver:
                               f"{self._reconnect_timeout:g}s): {detail}")
         return StoreError(f"PostgreSQL failed: {type(exc).__name__}: {detail}")
 
-    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool) -> T:
+    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool) -> T:
         async with self._pool.acquire() as conn:
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
@@ -231,14 +235,27 @@ class _PostgresDriver:
                 if isinstance(exc, Exception) and self._closed(conn):
                     raise _ConnectionLost() from exc
                 raise
-            try:
-                await xact.commit()
-            except Exception as exc:
-                if self._lost(exc) or self._closed(conn):
-                    raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
-                                     f"transaction may or may not have committed ({exc})") from exc
-                raise  # the server refused to commit: nothing was written
+            await self._commit(conn, xact, idempotent)
             return result
+
+    async def _commit(self, conn: Any, xact: Any, idempotent: bool) -> None:
+        # The server may drop the connection between our last statement and
+        # COMMIT (a restart ends idle sessions): then asyncpg sends nothing, on
+        # a closed connection or one whose protocol broke (InternalClientError),
+        # and the transaction surely did not commit.
+        if self._closed(conn):
+            raise _ConnectionLost()
+        try:
+            await xact.commit()
+        except self._pg.InternalClientError as exc:
+            raise _ConnectionLost() from exc
+        except Exception as exc:
+            if not (self._lost(exc) or self._closed(conn)):
+                raise  # the server refused to commit: nothing was written
+            if idempotent:  # committed or not, running it again leaves the same rows
+                raise _ConnectionLost() from exc
+            raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
+                             f"transaction may or may not have committed ({exc})") from exc
 
     async def fetch(self, sql: str, *params: object) -> list[Any]:
         """Run one query outside the store's transactions (schema checks, diagnostics)."""

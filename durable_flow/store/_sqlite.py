@@ -145,7 +145,8 @@ class _SqliteDriver:
         self._worker = worker
         self._conn = conn
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
+        # one local connection: a COMMIT either returns or raises, never leaves a doubt
         return await self._worker.run(partial(self._transact, tx, write))
 
     def _transact(self, tx: Callable[[], Tx[T]], write: bool) -> T:

@@ -154,11 +154,13 @@ async def drive_async(tx: Tx[T], perform: Callable[[Op], Awaitable[object]]) -> 
 class Driver(Protocol):
     """Runs transaction functions on one backend."""
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
         """Run ``tx()`` in one transaction; ``write`` takes the write lock before anything.
 
         The driver may call ``tx`` again to retry a transaction that did not
-        commit; each call makes a fresh generator.
+        commit; each call makes a fresh generator. ``idempotent`` says that
+        running it twice leaves what running it once does, so it may also
+        run again when the driver cannot tell whether it committed.
         """
         ...
 
@@ -663,11 +665,13 @@ class SqlStore(abc.ABC):
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease; ``LeaseLostError`` if it was taken over."""
-        return await self.driver.run(partial(renew_lease_tx, self._q, lease, ttl), write=True)
+        return await self.driver.run(partial(renew_lease_tx, self._q, lease, ttl), write=True,
+                                     idempotent=True)
 
     async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
         """Give the lease up; does nothing if it is no longer ours."""
-        await self.driver.run(partial(release_lease_tx, self._q, lease, requeue), write=True)
+        await self.driver.run(partial(release_lease_tx, self._q, lease, requeue), write=True,
+                              idempotent=True)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
                          *, limit: int) -> list[tuple[RunRecord, Lease]]:
@@ -689,11 +693,13 @@ class SqlStore(abc.ABC):
 
     async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
         """Save finished tasks' writes in one transaction."""
-        await self.driver.run(partial(put_task_writes_tx, self._q, lease, writes), write=True)
+        await self.driver.run(partial(put_task_writes_tx, self._q, lease, writes), write=True,
+                              idempotent=True)
 
     async def put_step(self, lease: Lease, step: StepRow) -> None:
         """Record a durable step result."""
-        await self.driver.run(partial(put_step_tx, self._q, lease, step), write=True)
+        await self.driver.run(partial(put_step_tx, self._q, lease, step), write=True,
+                              idempotent=True)
 
     async def get_task_writes(self, run_id: str, checkpoint_id: str) -> list[TaskWrite]:
         """Task writes saved against a base checkpoint, in node order."""
