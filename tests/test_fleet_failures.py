@@ -14,6 +14,7 @@ Each test runs ``durable-flow`` processes on a database of its own:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -63,6 +64,7 @@ def _stores(dsn: str) -> StoreFactory:
 
 
 def _cluster(action: str) -> None:
+    """``pg_ctlcluster VERSION main ACTION`` for this machine's server."""
     version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[0]
     subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
                    check=True, capture_output=True, timeout=60)
@@ -79,9 +81,8 @@ def restartable_server() -> Iterator[None]:
         yield
     finally:
         if not _server_up():
-            subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect",
-                            sorted(p.name for p in Path("/etc/postgresql").iterdir())[0],
-                            "main", "start"], capture_output=True, timeout=60)
+            with contextlib.suppress(subprocess.SubprocessError):
+                _cluster("start")
         wait_for(_server_up, 60, "PostgreSQL to accept connections again")
 
 
