@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,10 +20,12 @@ import structlog
 from stores.pgdb import fresh_database
 from typer.testing import CliRunner, Result
 
+from durable_flow import Runtime
 from durable_flow.cli import app
 from durable_flow.cli._db import parse_db
 from durable_flow.cli._reading import diff_values
 from durable_flow.cli._support import CliError
+from durable_flow.store._postgres import PostgresStore
 
 MODULE = "cliflows"
 
@@ -571,6 +576,47 @@ def test_a_postgresql_url_runs_answers_and_lists_runs_on_postgresql(project: Pat
         done = as_json(pg("respond", run_id, "approve@2#0", "--value", "true", "--json"))
         assert (done["status"], done["state"]["approved"]) == ("completed", True)
         assert run_id in ok(pg("runs", "--status", "completed")).stdout
+
+
+def test_a_worker_and_the_inbox_on_postgresql(project: Path) -> None:
+    """``durable-flow --db postgresql://... worker`` runs a submitted run; ``inbox`` lists its request."""
+    sys.path.insert(0, str(project))
+    flows = importlib.import_module(MODULE)
+    with fresh_database() as dsn:
+        def pg(*args: str) -> Result:
+            return CliRunner().invoke(app, ["--db", dsn, *args])
+
+        async def submit() -> str:
+            async with Runtime(PostgresStore(dsn, max_size=1)) as rt:
+                return (await rt.submit(flows.workflow, {"topic": "fleet"})).run_id
+
+        ok(pg("db", "upgrade"))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), *sys.path])}
+        log = project / "worker.log"
+        with log.open("w") as out:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "durable_flow", "--db", dsn, "worker",
+                 f"{MODULE}:workflow", "--poll-interval", "30"],
+                cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            while "worker_started" not in log.read_text():
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            run_id = asyncio.run(submit())
+            deadline = time.monotonic() + 15
+            while as_json(pg("runs", "--json"))[0]["status"] != "waiting":
+                assert time.monotonic() < deadline, "the worker did not run the submitted run"
+                time.sleep(0.1)
+            [item] = as_json(pg("inbox", "--json"))
+            assert (item["run_id"], item["id"]) == (run_id, "approve@2#0")
+            assert "approve@2#0" in ok(pg("inbox")).stdout
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+        text = log.read_text()
+        assert worker.returncode == 0, text
+        assert "serving publish@1 on postgresql://" in text and "after 1 execution(s)" in text
 
 
 def test_debug_shows_the_traceback(db: Path) -> None:

@@ -364,3 +364,56 @@ async def test_a_run_left_running_with_nothing_to_do_is_completed_by_resume_and_
         for run_id in ("via-resume", "via-recover"):
             info = await rt.get_run(run_id)
             assert info.status is RunStatus.COMPLETED
+
+
+class _StaleListing:
+    """A store whose run listing is out of date by the time the caller acts on it."""
+
+    def __init__(self, store: CheckpointStore, meanwhile: Callable[[], Any]) -> None:
+        self._store = store
+        self._meanwhile = meanwhile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list_runs(self, **filters: Any) -> Any:
+        listed = await self._store.list_runs(**filters)
+        await self._meanwhile()
+        return listed
+
+
+async def test_recover_skips_runs_another_process_moved_on_since_its_listing(store: Any) -> None:
+    """A stale recovery attempt executes only what it claims, and fails on nothing it skips."""
+    ran: collections.Counter[str] = collections.Counter()
+    b = WorkflowBuilder("slow", state=Doc)
+
+    @b.node()
+    async def work(state: Doc, ctx: Any) -> dict[str, Any]:
+        ran[ctx.run_id] += 1
+        await asyncio.sleep(30 if ran[ctx.run_id] == 1 else 0)
+        return {"approved": True}
+
+    b.set_entry("work").add_edge("work", END)
+    wf = b.build()
+    names = ("cancelled-meanwhile", "claimed-meanwhile", "still-abandoned")
+    async with Runtime(store, lease_ttl=5) as rt:
+        for run_id in names:
+            task = asyncio.create_task(rt.run(wf, run_id=run_id))
+            while not ran[run_id]:
+                await asyncio.sleep(0.01)
+            task.cancel()  # the caller went away: the run stays running, its lease released
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        taken: list[Lease] = []
+
+        async def meanwhile() -> None:
+            await rt.store.cancel_run("cancelled-meanwhile")
+            taken.append(await rt.store.claim(Claim("claimed-meanwhile", "elsewhere", 60)))
+
+        stale = Runtime(_StaleListing(store, meanwhile))  # type: ignore[arg-type]
+        recovered = await stale.recover(wf)
+        assert [r.run_id for r in recovered] == ["still-abandoned"]
+        assert recovered[0].status is RunStatus.COMPLETED
+        assert [(await rt.get_run(r)).status for r in names] == [
+            RunStatus.CANCELLED, RunStatus.RUNNING, RunStatus.COMPLETED]
+        assert ran == {name: 1 for name in names[:2]} | {"still-abandoned": 2}

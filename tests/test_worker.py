@@ -15,6 +15,7 @@ from durable_flow import (
     Blackboard,
     InvalidInputError,
     InvalidResponseError,
+    MemoryStore,
     RunStatus,
     Runtime,
     Worker,
@@ -252,3 +253,40 @@ def test_worker_arguments_are_checked() -> None:
         Worker(MemoryStore(), [])
     with pytest.raises(InvalidInputError):
         Worker(MemoryStore(), [wf, wf])
+
+
+class _ListeningMemoryStore(MemoryStore):
+    """A memory store that, like PostgreSQL, hears runs queued by other processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wakes: list[Callable[[], None]] = []
+
+    async def listen(self, wake: Callable[[], None]) -> None:
+        self.wakes.append(wake)
+
+
+class _OtherProcess:
+    """The same data seen through another object: its submits wake no worker of ``store``."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_worker_listens_and_wakes_when_its_store_hears_of_a_run() -> None:
+    store = _ListeningMemoryStore()
+    wf = two_steps([])
+    async with Worker(store, [wf], poll_interval=30) as w, serving(w), \
+            Runtime(_OtherProcess(store)) as elsewhere:  # type: ignore[arg-type]
+        for _ in range(100):
+            if store.wakes:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the worker found nothing and sleeps for its poll interval
+        info = await elsewhere.submit(wf, {"name": "heard"})
+        [wake] = store.wakes
+        wake()
+        assert (await elsewhere.wait(info.run_id, timeout=5)).status is RunStatus.COMPLETED

@@ -508,7 +508,12 @@ class Runtime:
         return self._inspect.info(await self._require(run_id))
 
     async def recover(self, workflow: Workflow) -> list[RunResult]:
-        """Resume this workflow's ``running`` runs whose lease has expired."""
+        """Resume this workflow's ``running`` runs whose lease has expired.
+
+        Returns the runs this call executed. A run that someone else claimed,
+        finished or cancelled since the listing is skipped: each claim checks
+        the run as it is then.
+        """
         check_workflow(workflow)
         results = []
         now = utcnow()
@@ -516,7 +521,7 @@ class Runtime:
                                                  workflow_name=workflow.name):
             if record.lease_expires_at is not None and record.lease_expires_at > now:
                 continue
-            with contextlib.suppress(RunLockedError):
+            with contextlib.suppress(RunLockedError, RunNotResumableError):
                 results.append(await self.resume(workflow, record.run_id))
         return results
 

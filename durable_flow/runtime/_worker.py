@@ -7,6 +7,10 @@ executed under its lease exactly as ``Runtime.resume`` executes it, and the
 lease is renewed while it runs. A run whose holder died is claimed again
 once its lease expired. ``stop`` stops claiming, lets running supersteps
 finish within the grace period, and gives what is left back to the queue.
+
+Between claims a worker sleeps until woken: by ``submit``/``respond`` in its
+own process, by a store that hears other processes (PostgreSQL ``LISTEN``),
+or by its poll interval, the fallback that also finds runs whose holder died.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from ..model._ids import new_id
 from ..model._records import RunResult
 from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._runtime import Runtime
-from ._signals import signals_for
+from ._signals import Listening, signals_for
 
 __all__ = ["Worker"]
 
@@ -85,14 +89,17 @@ class Worker:
         _log.info("worker_started", worker=self.name, concurrency=self.concurrency,
                   workflows=sorted(f"{n}@{v}" for n, v in self._workflows))
         try:
+            if isinstance(self.store, Listening):
+                await self.store.listen(signals.wake)
             while not self._stopping:
+                seen = signals.wakes  # a wake-up during the claim is not slept through
                 free = self.concurrency - len(self._tasks)
                 claimed = await self._claim(free) if free > 0 else []
                 for record, lease in claimed:
                     self._start(record, lease)
                 if claimed and len(claimed) == free:
                     continue  # there may be more: claim again once a slot frees up
-                await signals.wait(self.poll_interval)
+                await signals.wait(self.poll_interval, since=seen)
         finally:
             if not self._stopping:  # cancelled: stop like stop() without the grace
                 self._stopping = True

@@ -32,9 +32,19 @@ Failures: a transaction that did not commit runs again, from a fresh
 generator, after a lost connection, a server restarting or shutting down, a
 deadlock, a serialization failure or a schema change that invalidated its
 prepared statements, with exponential backoff for up to
-``reconnect_timeout`` seconds. A connection lost during COMMIT is not
-retried (the commit may have happened) and raises ``StoreError``, as does
-every other driver error.
+``reconnect_timeout`` seconds. So does one whose connection the server
+dropped after its last statement (asyncpg then sends no COMMIT). A
+connection lost during COMMIT leaves the outcome unknown: an idempotent
+transaction (renewing or releasing a lease, saving task writes or a step
+result: running it twice leaves what running it once does) runs again;
+any other raises ``StoreError``, as does every other driver error.
+
+Wake-ups: a transaction that makes a run claimable (``Notify``) sends
+``NOTIFY durable_flow_runs`` with it, delivered only if it commits. ``listen``
+(a ``Worker`` calls it when it starts serving) opens one more connection of
+its own that ``LISTEN``s and calls back on every notification, so workers in
+every process wake at once; lost (a server restart), it connects again with
+backoff and calls back once, for what it may have missed.
 
 asyncpg is imported when a ``PostgresStore`` is created, never by
 ``import durable_flow``. SQLAlchemy (over asyncpg) and alembic run the
@@ -52,11 +62,13 @@ from types import ModuleType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import structlog
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
+    retry_if_exception_type,
     stop_after_delay,
     wait_exponential,
     wait_random,
@@ -64,12 +76,25 @@ from tenacity import (
 
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
-from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive_async
+from .sql._base import (
+    RUNS_CHANNEL,
+    Execute,
+    ExecuteMany,
+    Fetch,
+    FetchEach,
+    Notify,
+    Op,
+    SqlStore,
+    Tx,
+    drive_async,
+)
 from .sql._tables import SqlDialect
 
 __all__ = ["POSTGRES", "PostgresStore"]
 
 T = TypeVar("T")
+
+_log = structlog.get_logger("durable_flow")
 
 # asyncpg's dialect: ``$1`` parameters; SQLAlchemy leaves its constructor unannotated.
 POSTGRES = SqlDialect(postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
@@ -84,6 +109,9 @@ _CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
 _UNIQUE_VIOLATION = "23505"
 # 50 ms, doubling up to 2 s, plus jitter so that reconnecting processes spread out.
 _BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
+# How often an idle listening connection is checked: a peer that vanished
+# without closing the socket is noticed within this (plus the check's timeout).
+_LISTEN_CHECK = 15.0
 
 
 def _display(dsn: str) -> str:
@@ -123,6 +151,8 @@ async def _perform(conn: Any, op: Op) -> object:
             return len(await conn.fetchmany(stmt.sql, rows))
         case FetchEach(stmt, rows):
             return [await conn.fetch(stmt.sql, *params) for params in rows]
+        case Notify(run_id):  # sent by the server when (and only if) the transaction commits
+            return await conn.execute("SELECT pg_notify($1, $2)", RUNS_CHANNEL, run_id)
     raise TypeError(f"unknown operation {op!r}")
 
 
@@ -142,7 +172,7 @@ class _PostgresDriver:
         self._pool = pool
         self._reconnect_timeout = reconnect_timeout
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
         unique_violations = 0
 
         def again(state: RetryCallState) -> bool:
@@ -158,8 +188,9 @@ class _PostgresDriver:
         retrying = AsyncRetrying(retry=again, reraise=True, wait=_BACKOFF,
                                  stop=stop_after_delay(self._reconnect_timeout))
         try:
-            result: T = await retrying(self._attempt, tx, write)
-        except (_ConnectionLost, OSError, self._pg.PostgresError, self._pg.InterfaceError) as exc:
+            result: T = await retrying(self._attempt, tx, write, idempotent)
+        except (_ConnectionLost, OSError, self._pg.PostgresError, self._pg.InterfaceError,
+                self._pg.InternalClientError) as exc:
             raise self._store_error(exc) from exc
         return result
 
@@ -191,7 +222,7 @@ class _PostgresDriver:
                               f"{self._reconnect_timeout:g}s): {detail}")
         return StoreError(f"PostgreSQL failed: {type(exc).__name__}: {detail}")
 
-    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool) -> T:
+    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool) -> T:
         async with self._pool.acquire() as conn:
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
@@ -204,14 +235,27 @@ class _PostgresDriver:
                 if isinstance(exc, Exception) and self._closed(conn):
                     raise _ConnectionLost() from exc
                 raise
-            try:
-                await xact.commit()
-            except Exception as exc:
-                if self._lost(exc) or self._closed(conn):
-                    raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
-                                     f"transaction may or may not have committed ({exc})") from exc
-                raise  # the server refused to commit: nothing was written
+            await self._commit(conn, xact, idempotent)
             return result
+
+    async def _commit(self, conn: Any, xact: Any, idempotent: bool) -> None:
+        # The server may drop the connection between our last statement and
+        # COMMIT (a restart ends idle sessions): then asyncpg sends nothing, on
+        # a closed connection or one whose protocol broke (InternalClientError),
+        # and the transaction surely did not commit.
+        if self._closed(conn):
+            raise _ConnectionLost()
+        try:
+            await xact.commit()
+        except self._pg.InternalClientError as exc:
+            raise _ConnectionLost() from exc
+        except Exception as exc:
+            if not (self._lost(exc) or self._closed(conn)):
+                raise  # the server refused to commit: nothing was written
+            if idempotent:  # committed or not, running it again leaves the same rows
+                raise _ConnectionLost() from exc
+            raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
+                             f"transaction may or may not have committed ({exc})") from exc
 
     async def fetch(self, sql: str, *params: object) -> list[Any]:
         """Run one query outside the store's transactions (schema checks, diagnostics)."""
@@ -220,6 +264,91 @@ class _PostgresDriver:
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+class _Listener:
+    """One connection of its own that ``LISTEN``s on the runs channel and calls back.
+
+    It connects on the first :meth:`add`; when the connection is lost (a
+    server restart) or stops answering, it connects again with backoff,
+    for as long as the store is open, and calls back once it listens again.
+    """
+
+    def __init__(self, asyncpg: ModuleType, dsn: str) -> None:
+        self._pg = asyncpg
+        self._dsn = dsn
+        self._failures = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+        self._callbacks: dict[Callable[[], None], None] = {}  # insertion-ordered set
+        self._task: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._conn: Any = None
+
+    async def add(self, callback: Callable[[], None], first_wait: float) -> None:
+        """Call ``callback`` on every notification; wait up to ``first_wait`` s to listen."""
+        self._callbacks[callback] = None
+        if self._task is None:
+            self._task = asyncio.create_task(self._serve(), name="durable-flow-listen")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(first_wait):
+                await self._listening.wait()
+
+    def _notify(self, *_notification: object) -> None:
+        for callback in list(self._callbacks):
+            callback()
+
+    async def _serve(self) -> None:
+        while True:
+            conn = self._conn = await self._connect()
+            self._listening.set()
+            self._notify()  # runs announced while nobody listened are claimable too
+            await self._until_lost(conn)
+            self._listening.clear()
+            _log.warning("listen_connection_lost", channel=RUNS_CHANNEL)
+            conn.terminate()
+
+    async def _connect(self) -> Any:
+        """A connection that listens, tried with backoff until one does."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(self._failures), wait=_BACKOFF,
+            before_sleep=lambda s: _log.warning(
+                "listen_connect_failed", attempt=s.attempt_number,
+                error=repr(s.outcome.exception() if s.outcome else None)))
+        return await retrying(self._listening_connection)
+
+    async def _listening_connection(self) -> Any:
+        conn = await self._pg.connect(self._dsn, timeout=10)
+        try:
+            await conn.add_listener(RUNS_CHANNEL, self._notify)
+        except BaseException:
+            conn.terminate()
+            raise
+        return conn
+
+    async def _until_lost(self, conn: Any) -> None:
+        """Return once ``conn`` closed or failed a periodic check."""
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _conn: lost.set())
+        while not conn.is_closed():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_LISTEN_CHECK):
+                    await lost.wait()
+                    return
+            try:
+                await conn.fetchval("SELECT 1", timeout=_LISTEN_CHECK)
+            except self._failures:
+                return
+
+    async def close(self) -> None:
+        """Stop listening and close the connection."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        if self._conn is not None:
+            self._conn.terminate()
+            self._conn = None
+        self._listening.clear()
 
 
 async def _schema_versions(driver: _PostgresDriver) -> list[str]:
@@ -291,6 +420,7 @@ class PostgresStore(SqlStore):
         self._asyncpg = _import_asyncpg()
         self._driver: _PostgresDriver | None = None
         self._opening = asyncio.Lock()  # two tasks calling setup() open one pool
+        self._listener: _Listener | None = None
 
     @property
     def driver(self) -> _PostgresDriver:
@@ -327,8 +457,23 @@ class PostgresStore(SqlStore):
             raise
         return driver
 
+    async def listen(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` whenever another process (or this one) makes a run claimable.
+
+        Opens a connection of its own on the first call (later calls add
+        callbacks) and returns once it listens, or after a few seconds if the
+        server cannot be reached yet: it keeps trying in the background. Each
+        reconnect calls ``wake`` once. Stops at ``close()``.
+        """
+        if self._listener is None:
+            self._listener = _Listener(self._asyncpg, self._dsn)
+        await self._listener.add(wake, first_wait=5.0)
+
     async def close(self) -> None:
-        """Close the pool (waiting for calls in flight); ``setup()`` may open it again."""
+        """Stop listening, close the pool (waiting for calls in flight); ``setup()`` reopens."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()

@@ -31,7 +31,7 @@ from sqlalchemy.pool import NullPool
 
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
-from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive
+from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Notify, Op, SqlStore, Tx, drive
 from .sql._tables import SqlDialect
 
 __all__ = ["SqliteStore"]
@@ -113,6 +113,8 @@ def _perform(conn: sqlite3.Connection, op: Op) -> object:
             return conn.execute(stmt.sql, params).fetchall()
         case FetchEach(stmt, rows):
             return [conn.execute(stmt.sql, params).fetchall() for params in rows]
+        case Notify():  # no other process can listen: workers on this file poll
+            return None
     raise TypeError(f"unknown operation {op!r}")
 
 
@@ -167,7 +169,8 @@ class _SqliteDriver:
         self._worker = worker
         self._conn = conn
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
+        # one local connection: a COMMIT either returns or raises, never leaves a doubt
         return await self._worker.run(partial(self._transact, tx, write))
 
     def _transact(self, tx: Callable[[], Tx[T]], write: bool) -> T:

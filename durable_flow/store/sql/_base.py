@@ -39,11 +39,13 @@ from .._protocols import (
     TaskWrite,
 )
 from ._ops import (
+    RUNS_CHANNEL,
     Driver,
     Execute,
     ExecuteMany,
     Fetch,
     FetchEach,
+    Notify,
     Op,
     Row,
     Tx,
@@ -80,7 +82,8 @@ from ._tables import SqlDialect, queries_for
 from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
 
 __all__ = [
-    "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Op", "Row", "SqlStore", "Tx",
+    "RUNS_CHANNEL", "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Notify", "Op",
+    "Row", "SqlStore", "Tx",
     "cancel_run_tx", "claim_next_tx", "claim_tx", "commit_tx", "create_run_tx", "drive",
     "drive_async", "execute", "execute_many", "fetch", "fetch_each", "get_checkpoint_tx",
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
@@ -147,11 +150,13 @@ class SqlStore(abc.ABC):
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease; ``LeaseLostError`` if it was taken over."""
-        return await self.driver.run(partial(renew_lease_tx, self._q, lease, ttl), write=True)
+        return await self.driver.run(partial(renew_lease_tx, self._q, lease, ttl), write=True,
+                                     idempotent=True)
 
     async def release_lease(self, lease: Lease, *, requeue: bool = False) -> None:
         """Give the lease up; does nothing if it is no longer ours."""
-        await self.driver.run(partial(release_lease_tx, self._q, lease, requeue), write=True)
+        await self.driver.run(partial(release_lease_tx, self._q, lease, requeue), write=True,
+                                     idempotent=True)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
                          *, limit: int) -> list[tuple[RunRecord, Lease]]:
@@ -173,11 +178,13 @@ class SqlStore(abc.ABC):
 
     async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
         """Save finished tasks' writes in one transaction."""
-        await self.driver.run(partial(put_task_writes_tx, self._q, lease, writes), write=True)
+        await self.driver.run(partial(put_task_writes_tx, self._q, lease, writes), write=True,
+                                     idempotent=True)
 
     async def put_step(self, lease: Lease, step: StepRow) -> None:
         """Record a durable step result."""
-        await self.driver.run(partial(put_step_tx, self._q, lease, step), write=True)
+        await self.driver.run(partial(put_step_tx, self._q, lease, step), write=True,
+                                     idempotent=True)
 
     async def get_task_writes(self, run_id: str, checkpoint_id: str) -> list[TaskWrite]:
         """Task writes saved against a base checkpoint, in node order."""

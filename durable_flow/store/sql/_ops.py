@@ -3,6 +3,12 @@
 A transaction function is a generator of :class:`Fetch`, :class:`FetchEach`,
 :class:`Execute` and :class:`ExecuteMany` operations that receives their results
 and does no I/O itself; :func:`drive` and :func:`drive_async` run one to the end.
+
+A transaction that makes a run claimable (created ``queued``, answered into
+``queued``, given back to the queue) also yields :class:`Notify`: a driver
+that can tell other processes once the transaction commits (PostgreSQL
+``NOTIFY``) does, so their workers wake at once; others (SQLite) ignore it
+and those workers find the run on their next poll.
 """
 
 from __future__ import annotations
@@ -51,7 +57,22 @@ class ExecuteMany:
     rows: list[tuple[object, ...]]
 
 
-Op = Fetch | FetchEach | Execute | ExecuteMany
+# The notification channel of runs becoming claimable (one per database).
+RUNS_CHANNEL = "durable_flow_runs"
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Announce, once the transaction commits, that a run may be claimed now.
+
+    Sent on :data:`RUNS_CHANNEL` with the run id as payload; nothing is sent
+    if the transaction rolls back. A driver that cannot notify sends back None.
+    """
+
+    run_id: str
+
+
+Op = Fetch | FetchEach | Execute | ExecuteMany | Notify
 Tx = Generator[Op, Any, T]
 
 
@@ -82,11 +103,13 @@ async def drive_async(tx: Tx[T], perform: Callable[[Op], Awaitable[object]]) -> 
 class Driver(Protocol):
     """Runs transaction functions on one backend."""
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
         """Run ``tx()`` in one transaction; ``write`` takes the write lock before anything.
 
         The driver may call ``tx`` again to retry a transaction that did not
-        commit; each call makes a fresh generator.
+        commit; each call makes a fresh generator. ``idempotent`` says that
+        running it twice leaves what running it once does, so it may also
+        run again when the driver cannot tell whether it committed.
         """
         ...
 

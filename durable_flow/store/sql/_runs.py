@@ -27,7 +27,7 @@ from .._protocols import (
     claimed_record,
 )
 from . import _tables as t
-from ._ops import Tx, execute, execute_many, fetch, fetch_each
+from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each
 from ._shared import (
     insert_checkpoint,
     lease_lost,
@@ -69,6 +69,8 @@ def create_run_tx(
         {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
          "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
     yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
+    if run.status is RunStatus.QUEUED:
+        yield Notify(run.run_id)
 
 
 def get_run_tx(q: Queries, run_id: str) -> Tx[RunRecord | None]:
@@ -161,6 +163,7 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunR
     if run.status is RunStatus.WAITING and not still_open:
         yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
                            now=t.to_us(now))
+        yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
 
@@ -176,8 +179,9 @@ def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
 def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
     """Free the lease if it is still ours (``requeue``: a ``running`` run becomes ``queued``)."""
     if requeue:
-        yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
-                           owner=lease.owner, now=now_us())
+        if (yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
+                               owner=lease.owner, now=now_us())):
+            yield Notify(lease.run_id)
     else:
         yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
                            owner=lease.owner)
