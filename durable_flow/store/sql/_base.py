@@ -338,7 +338,7 @@ def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
         raise RunNotFoundError(run_id)
     status = RunStatus(rows[0]["status"])
     if status.is_final:
-        raise RunNotResumableError(run_id, status.value)
+        raise RunNotResumableError(run_id, status.value, "cancelled")
     yield from execute(q.run_cancel, run_id=run_id, now=_now())
     yield from execute(q.req_drop_open, run_id=run_id)
     rows = yield from fetch(q.run_get, run_id=run_id)
