@@ -116,8 +116,9 @@ class Executor:
     async def _release(self, lease: Lease) -> None:
         with contextlib.suppress(Exception):
             await self.store.release_lease(lease, requeue=self.requeue_on_abort)
-            _log.debug("lease_released", run_id=lease.run_id, epoch=lease.epoch,
-                       requeued=self.requeue_on_abort)
+            if structlog.is_configured():
+                _log.debug("lease_released", run_id=lease.run_id, epoch=lease.epoch,
+                           requeued=self.requeue_on_abort)
 
     async def _renew(self, rc: RunContext) -> None:
         await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)

@@ -46,8 +46,9 @@ async def keep_lease(store: CheckpointStore, rc: RunContext, ttl: float,
         await asyncio.sleep(ttl / 3)
         try:
             rc.lease = await _renew(store, rc, ttl)
-            _log.debug("lease_renewed", run_id=rc.run_id, epoch=rc.lease.epoch,
-                       expires_at=rc.lease.expires_at.isoformat())
+            if structlog.is_configured():
+                _log.debug("lease_renewed", run_id=rc.run_id, epoch=rc.lease.epoch,
+                           expires_at=rc.lease.expires_at.isoformat())
         except LeaseLostError as exc:
             _log.warning("lease_lost", run_id=rc.run_id, epoch=rc.lease.epoch)
             on_lost(exc)

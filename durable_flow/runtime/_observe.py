@@ -23,6 +23,11 @@ run_failed
 
 The engine logs ``node_retrying``, ``node_failed`` and ``answer_rejected``
 itself (it holds the exception); :mod:`._lease` logs the renewals.
+
+INFO and DEBUG lines are written only once structlog is configured (by
+:func:`durable_flow.configure_logging` or by the application): structlog's
+defaults print every level to standard output, which a library must not
+flood. Warnings and errors are written either way.
 """
 
 from __future__ import annotations
@@ -55,17 +60,20 @@ class RunObserver:
     def __init__(self, lease: Lease, workflow_name: str,
                  sink: Callable[[Event], None] | None) -> None:
         self.log = _log.bind(run_id=lease.run_id)
+        self._verbose = structlog.is_configured()
         self._sink = sink
         self._trace = run_trace(lease.run_id, workflow_name)
-        self.log.debug("lease_acquired", owner=lease.owner, epoch=lease.epoch,
-                       expires_at=lease.expires_at.isoformat(), workflow=workflow_name)
+        if self._verbose:
+            self.log.debug("lease_acquired", owner=lease.owner, epoch=lease.epoch,
+                           expires_at=lease.expires_at.isoformat(), workflow=workflow_name)
 
     def emit(self, event: Event) -> None:
         """The event sink: log, trace, then forward ``event``."""
-        if event.kind in _DEBUG:
-            self._line(self.log.debug, event)
-        elif event.kind in _INFO:
-            self._line(self.log.info, event)
+        if self._verbose:
+            if event.kind in _DEBUG:
+                self._line(self.log.debug, event)
+            elif event.kind in _INFO:
+                self._line(self.log.info, event)
         if self._trace is not None:
             self._trace.on_event(event)
         if self._sink is not None:
@@ -76,6 +84,8 @@ class RunObserver:
         result: RunResult | None = final.result if final is not None else None
         if final is not None and result is not None:
             level = _FINAL_LEVEL.get(final.kind, "info")
+            if level == "info" and not self._verbose:
+                level = ""
             fields: dict[str, Any] = {"status": result.status.value,
                                       "checkpoint_id": result.checkpoint_id}
             if result.error is not None:
@@ -83,8 +93,10 @@ class RunObserver:
                               failed_node=result.error.node)
             if result.pending_requests:
                 fields["pending_requests"] = [r.id for r in result.pending_requests]
-            getattr(self.log, level)(final.kind, **fields)
-            self.log.debug("lease_released", status=result.status.value)
+            if level:
+                getattr(self.log, level)(final.kind, **fields)
+            if self._verbose:
+                self.log.debug("lease_released", status=result.status.value)
         elif error is not None:
             self.log.warning("run_stopped", error=f"{type(error).__name__}: {error}")
         if self._trace is not None:
