@@ -10,7 +10,6 @@ import typer
 
 from .. import __version__
 from ..errors import DurableFlowError
-from ..runtime._logging import configure_logging
 from . import _control, _reading, _running, _tools, _worker
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
@@ -64,8 +63,6 @@ def _global_options(
         help="Print the version and exit.")] = False,
 ) -> None:
     del version
-    level = "DEBUG" if debug else "INFO" if log_json else "WARNING"
-    configure_logging(json=log_json, level=level, tracebacks=debug or log_json)
     ctx.obj = CliOptions(db=db, log_json=log_json, debug=debug)
 
 

@@ -82,8 +82,15 @@ def _postgres_store(url: str) -> CheckpointStore:
 
 
 @asynccontextmanager
-async def opened(opts: CliOptions, *, create: bool = False) -> AsyncIterator[Runtime]:
-    """A set-up :class:`Runtime` on the ``--db`` store, closed afterwards."""
+async def opened(opts: CliOptions, *, create: bool = False,
+                 logs: bool = True) -> AsyncIterator[Runtime]:
+    """A set-up :class:`Runtime` on the ``--db`` store, closed afterwards.
+
+    ``logs=False`` (the read-only commands, which log nothing) leaves logging
+    unconfigured, so that structlog is never imported.
+    """
+    if logs:
+        opts.setup_logging()
     async with Runtime(open_store(opts.db, create=create)) as rt:
         yield rt
 

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
@@ -99,6 +97,8 @@ class Tracker:
     def __rich__(self) -> RenderableType:
         line = (f"{self.label} · superstep {self.superstep} · "
                 f"{self.written} checkpoint(s) written · {self.elapsed:.1f}s")
+        from rich.spinner import Spinner
+
         running = ", ".join(self.running()) or "(between supersteps)"
         return Group(Spinner("dots", text=Text(line)),
                      Text(f"  run {self.run_id or '…'}\n  running: {running}", style="dim"))
@@ -124,6 +124,8 @@ class Tracker:
 async def follow(events: AsyncIterator[Event], tracker: Tracker, console: Console,
                  *, live: bool) -> RunResult:
     """Consume a run's event stream, showing progress when ``live``; return the result."""
+    from rich.live import Live  # a terminal only
+
     result: RunResult | None = None
     display = Live(tracker, console=console, transient=True, refresh_per_second=8) \
         if live and console.is_terminal else None

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 def _read(opts: CliOptions, body: Callable[[Runtime], Awaitable[T]]) -> T:
     async def go() -> T:
-        async with opened(opts) as rt:
+        async with opened(opts, logs=False) as rt:
             return await body(rt)
 
     return asyncio.run(go())

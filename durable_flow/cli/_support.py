@@ -60,6 +60,17 @@ class CliOptions:
     log_json: bool = False
     debug: bool = False
 
+    def setup_logging(self) -> None:
+        """Route log lines to standard error, as ``--log-json`` and ``--debug`` ask.
+
+        Called by the commands that execute runs only: importing structlog
+        costs more than a command that reads the database takes.
+        """
+        from ..runtime._logging import configure_logging
+
+        level = "DEBUG" if self.debug else "INFO" if self.log_json else "WARNING"
+        configure_logging(json=self.log_json, level=level, tracebacks=self.debug or self.log_json)
+
     @property
     def db_args(self) -> list[str]:
         """``["--db", db]`` when a printed command needs it to reach the same database."""

@@ -43,6 +43,7 @@ def worker(
     grace period; what is left goes back to the queue); a second one stops at once.
     """
     opts = options(ctx)
+    opts.setup_logging()
     workflows = [load_target(t).workflow for t in targets]
     made = Worker(open_store(opts.db, create=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,

@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from .._logs import get_logger
 from ..errors import ConflictingUpdateError, LeaseLostError, SubworkflowError, SuperstepLimitError
 from ..model._clock import utcnow
 from ..model._frozen import freeze, freeze_appended
@@ -55,7 +54,7 @@ from ._task import (
 
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 
 class RunContext:

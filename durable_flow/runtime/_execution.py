@@ -14,8 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import structlog
-
+from .._logs import get_logger, is_configured
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
 from ..errors import LeaseLostError, RunNotFoundError
 from ..model._clock import utcnow
@@ -28,7 +27,7 @@ from ._observe import RunObserver
 
 __all__ = ["Body", "Executor", "final_event"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 Body = Callable[[RunContext], Awaitable[ThreadOutcome]]
 
@@ -116,7 +115,7 @@ class Executor:
     async def _release(self, lease: Lease) -> None:
         with contextlib.suppress(Exception):
             await self.store.release_lease(lease, requeue=self.requeue_on_abort)
-            if structlog.is_configured():
+            if is_configured():
                 _log.debug("lease_released", run_id=lease.run_id, epoch=lease.epoch,
                            requeued=self.requeue_on_abort)
 

@@ -35,15 +35,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
+from .._logs import get_logger, is_configured
 from ..model._records import Event, RunResult
 from ..store._protocols import Lease
 from ._tracing import run_trace
 
 __all__ = ["RunObserver"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 _INFO = frozenset({"run_started", "request_issued", "request_answered"})
 _DEBUG = frozenset({"superstep_started", "node_started", "node_completed", "checkpoint_saved",
@@ -60,7 +59,7 @@ class RunObserver:
     def __init__(self, lease: Lease, workflow_name: str,
                  sink: Callable[[Event], None] | None) -> None:
         self.log = _log.bind(run_id=lease.run_id)
-        self._verbose = structlog.is_configured()
+        self._verbose = is_configured()
         self._sink = sink
         self._trace = run_trace(lease.run_id, workflow_name)
         if self._verbose:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from typing import Any
 from uuid import UUID
 
-import jsonschema
 import orjson
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
@@ -44,10 +44,7 @@ async def check_responses(
                 continue
             raise UnknownRequestError(record.run_id, rid)
         schema = orjson.loads(row.response_schema)
-        try:
-            jsonschema.validate(to_jsonable_python(answer), schema, format_checker=_FORMATS)
-        except jsonschema.ValidationError as exc:
-            raise InvalidResponseError(rid, exc.message, schema) from None
+        _check(rid, to_jsonable_python(answer), schema)
         answers[rid] = data
     return answers, repeated
 
@@ -61,12 +58,29 @@ def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:
     return check
 
 
-# String formats are checked the way the node's pydantic type will parse them,
-# so an answer that passes here does not fail later inside ``ctx.request``.
-_FORMATS = jsonschema.FormatChecker()
-for _name, _type in (("date-time", datetime), ("date", date), ("time", time),
-                     ("duration", timedelta), ("uuid", UUID)):
-    _FORMATS.checks(_name, raises=ValidationError)(_format_check(TypeAdapter(_type)))
+def _check(rid: str, answer: Any, schema: dict[str, Any]) -> None:
+    """``InvalidResponseError`` unless ``answer`` fits the request's JSON Schema."""
+    import jsonschema  # on first answer only: it costs more to import than the rest here
+
+    try:
+        jsonschema.validate(answer, schema, format_checker=_formats())
+    except jsonschema.ValidationError as exc:
+        raise InvalidResponseError(rid, exc.message, schema) from None
+
+
+@cache
+def _formats() -> Any:
+    """String formats checked the way the node's pydantic type will parse them.
+
+    So an answer that passes here does not fail later inside ``ctx.request``.
+    """
+    import jsonschema
+
+    checker = jsonschema.FormatChecker()
+    for name, kind in (("date-time", datetime), ("date", date), ("time", time),
+                       ("duration", timedelta), ("uuid", UUID)):
+        checker.checks(name, raises=ValidationError)(_format_check(TypeAdapter(kind)))
+    return checker
 
 
 def _plain(rid: str, answer: Any) -> tuple[bytes, Any]:

@@ -52,7 +52,6 @@ from types import ModuleType, TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 from tenacity import (
     AsyncRetrying,
@@ -65,15 +64,14 @@ from tenacity import (
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
 from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive_async
-from .sql._tables import SqlDialect
+from .sql._queries import SqlDialect
 
 __all__ = ["POSTGRES", "PostgresStore"]
 
 T = TypeVar("T")
 
-# asyncpg's dialect: ``$1`` parameters; SQLAlchemy leaves its constructor unannotated.
-POSTGRES = SqlDialect(postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
-                      postgresql.insert, returning=True)
+# asyncpg's ``$1`` parameters; batches count their rows through ``RETURNING 1``
+POSTGRES = SqlDialect("postgresql", returning=True)
 
 _SCHEMES = ("postgresql", "postgres")
 # admin_shutdown, crash_shutdown, cannot_connect_now (starting up or shutting

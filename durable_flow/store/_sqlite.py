@@ -21,23 +21,21 @@ from functools import partial
 from queue import SimpleQueue
 from threading import Thread
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
-
-from sqlalchemy import URL, Connection, event
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.pool import NullPool
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
 from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op, SqlStore, Tx, drive
-from .sql._tables import SqlDialect
+from .sql._queries import SqlDialect
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
-SQLITE = SqlDialect(sqlite.dialect(), sqlite.insert)
+SQLITE = SqlDialect("sqlite")
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 _PRAGMAS = frozenset({"journal_mode", "synchronous", "busy_timeout"})
@@ -189,8 +187,14 @@ def _begin_immediate(connection: Connection) -> None:
 
 
 async def _upgrade_file(path: str, busy_timeout: float) -> None:
-    """Run the migrations on their own aiosqlite connection, in one transaction."""
+    """Run the migrations on their own aiosqlite connection, in one transaction.
+
+    SQLAlchemy is imported here only: a database already at head never needs it.
+    """
+    from sqlalchemy import URL, event
+    from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
 
     engine = create_async_engine(URL.create("sqlite+aiosqlite", database=path),
                                  poolclass=NullPool, connect_args={"timeout": busy_timeout})
@@ -199,6 +203,8 @@ async def _upgrade_file(path: str, busy_timeout: float) -> None:
     try:
         async with engine.begin() as conn:
             await _migrate.upgrade(conn)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open the SQLite store {path}: {exc}") from exc
     finally:
         await engine.dispose()
 
@@ -268,7 +274,7 @@ class SqliteStore(SqlStore):
                 return
             try:
                 self._driver = await self._open()
-            except (sqlite3.Error, SQLAlchemyError, OSError) as exc:
+            except (sqlite3.Error, OSError) as exc:
                 raise StoreError(f"cannot open the SQLite store {self._path}: {exc}") from exc
 
     async def _open(self) -> _SqliteDriver:

@@ -75,11 +75,9 @@ def test_literals_become_constants_not_sql_text() -> None:
 
 
 def test_every_statement_compiles_for_postgresql() -> None:
-    from sqlalchemy.dialects import postgresql
+    from durable_flow.store.sql._queries import SqlDialect
 
-    from durable_flow.store.sql._tables import SqlDialect
-
-    q = queries_for(SqlDialect(postgresql.asyncpg.dialect(), postgresql.insert))
+    q = queries_for(SqlDialect("postgresql"))
     assert "runs.run_id = $1" in q.run_get.sql and "?" not in q.run_get.sql
     assert q.lease_check.sql.endswith("FOR UPDATE")
     assert "ON CONFLICT (run_id, request_id) DO NOTHING" in q.req_insert.sql
@@ -132,3 +130,39 @@ async def test_commit_statements_of_a_superstep_and_of_a_reopen(tmp_path: Path) 
             run(Commit(lease, reopen=["q1", "nope"]))
     finally:
         conn.close()
+
+
+def test_the_precompiled_statements_are_those_of_the_current_tables() -> None:
+    """Regenerate with `python -m durable_flow.store.sql._queries` after changing _tables.py."""
+    from durable_flow.store.sql import _queries
+    from durable_flow.store.sql._tables import compile_queries
+
+    assert _queries._COMPILED.read_text() == _queries.compiled_source()
+    for dialect in _queries.DIALECTS:
+        precompiled = _queries.queries_for(dialect)
+        assert type(precompiled) is _queries.Queries  # read from _compiled.py, not compiled now
+        assert vars(precompiled) == vars(compile_queries(dialect))
+
+
+def test_a_store_at_head_runs_without_importing_sqlalchemy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "head.db"
+    code = """
+import asyncio, sys
+from durable_flow import Runtime, SqliteStore
+
+async def main():
+    async with Runtime(SqliteStore(sys.argv[1])) as rt:
+        print(len(await rt.list_runs()), end=" ")
+
+asyncio.run(main())
+print(sorted({m.split(".")[0] for m in sys.modules} & {"sqlalchemy", "sqlmodel", "alembic"}))
+"""
+    first = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                           text=True, check=True).stdout
+    assert first.startswith("0 ") and "sqlalchemy" in first  # a new file is migrated
+    again = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                           text=True, check=True).stdout
+    assert again == "0 []\n"

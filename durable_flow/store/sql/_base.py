@@ -11,8 +11,8 @@ no side effects, a transaction function can also be run again from the
 start: the store hands drivers a call that makes the generator, so a driver
 may retry a transaction that did not commit (a lost connection, a deadlock).
 
-The statements are :class:`durable_flow.store.sql._tables.Queries`, compiled for the
-backend's :class:`~durable_flow.store.sql._tables.SqlDialect`. Dialect specifics stay
+The statements are :class:`durable_flow.store.sql._queries.Queries`, compiled for the
+backend's :class:`~durable_flow.store.sql._queries.SqlDialect`. Dialect specifics stay
 behind that dialect (SQLAlchemy's, with its ``INSERT ... ON CONFLICT``) and
 the driver (PRAGMAs, ``BEGIN IMMEDIATE``, locking).
 """
@@ -56,8 +56,9 @@ from .._protocols import (
     claimed_record,
 )
 from .._retention import Scanned, doomed
-from . import _tables as t
-from ._tables import Queries, SqlDialect, Statement, queries_for
+from . import _codec as t
+from ._codec import Statement
+from ._queries import Queries, SqlDialect, queries_for
 
 __all__ = [
     "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Op", "SqlStore", "Tx", "drive",

@@ -23,13 +23,9 @@ parameters, so values never reach SQL text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from functools import cache
-from typing import Any, cast, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-import orjson
 from sqlalchemy import (
     BigInteger,
     Delete,
@@ -57,9 +53,23 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 from sqlmodel import Field, SQLModel
 
-from ...errors import CheckpointCorruptedError, StoreError
-from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
-from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite
+from ...model._records import RunStatus
+from ._codec import (
+    Statement,
+    checkpoint_from_row,
+    checkpoint_params,
+    decode_versions,
+    error_json,
+    from_us,
+    request_from_row,
+    request_params,
+    run_from_row,
+    run_params,
+    task_write_from_row,
+    to_us,
+)
+from ._queries import Queries as CompiledQueries
+from ._queries import SqlDialect, queries_for
 
 __all__ = [
     "CHANNEL_VALUES",
@@ -75,6 +85,7 @@ __all__ = [
     "Statement",
     "checkpoint_from_row",
     "checkpoint_params",
+    "compile_queries",
     "compile_statement",
     "decode_versions",
     "error_json",
@@ -242,250 +253,7 @@ TASK_WRITES: Table = METADATA.tables["task_writes"]
 STEPS: Table = METADATA.tables["steps"]
 REQUESTS: Table = METADATA.tables["requests"]
 
-# -- time -----------------------------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def to_us(moment: datetime) -> int:
-    """Microseconds since the epoch; a naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_us(micros: int) -> datetime:
-    """Inverse of :func:`to_us`: an aware UTC datetime."""
-    if not isinstance(micros, int) or isinstance(micros, bool):
-        raise TypeError(f"expected integer microseconds, got {type(micros).__name__}")
-    return _EPOCH + timedelta(microseconds=micros)
-
-
-def _maybe_us(moment: datetime | None) -> int | None:
-    return None if moment is None else to_us(moment)
-
-
-def _maybe_from_us(micros: int | None) -> datetime | None:
-    return None if micros is None else from_us(micros)
-
-
-# -- JSON metadata ----------------------------------------------------------------
-
-_SOURCES = frozenset(get_args(CheckpointSource))
-
-
-def _dumps(value: object) -> str:
-    return orjson.dumps(value).decode()
-
-
-def error_json(error: ErrorInfo | None) -> str | None:
-    """The JSON text of an optional error."""
-    return None if error is None else _dumps(error.to_dict())
-
-
-def _decode_error(raw: str | None) -> ErrorInfo | None:
-    if raw is None:
-        return None
-    data = orjson.loads(raw)
-    if not isinstance(data, dict):
-        raise TypeError("error is not a JSON object")
-    return ErrorInfo.from_dict(data)
-
-
-def _strings(data: object) -> tuple[str, ...]:
-    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-        raise TypeError("expected a JSON array of strings")
-    return tuple(data)
-
-
-def _str_tuple(raw: str) -> tuple[str, ...]:
-    return _strings(orjson.loads(raw))
-
-
-def _int_map(raw: str) -> dict[str, int]:
-    data = orjson.loads(raw)
-    if not isinstance(data, dict) or not all(type(v) is int for v in data.values()):
-        raise TypeError("expected a JSON object of integers")
-    return {str(k): int(v) for k, v in data.items()}
-
-
-def _joins(raw: str) -> dict[str, tuple[str, ...]]:
-    data = orjson.loads(raw)
-    if not isinstance(data, dict):
-        raise TypeError("expected a JSON object")
-    return {str(k): _strings(v) for k, v in data.items()}
-
-
-def _status(raw: str) -> RunStatus:
-    return RunStatus(raw)
-
-
-def _source(raw: str) -> CheckpointSource:
-    if raw not in _SOURCES:
-        raise ValueError(f"unknown source {raw!r}")
-    return raw  # type: ignore[return-value]  # narrowed by the membership test
-
-
-def decode_versions(raw: str) -> dict[str, int]:
-    """Decode a ``value_versions`` column (used by prune's sweep)."""
-    return _int_map(raw)
-
-
-# -- runs -----------------------------------------------------------------------
-
-
-def run_params(run: RunRecord) -> dict[str, object]:
-    """The ``runs`` columns of a record."""
-    origin = run.forked_from
-    return {
-        "run_id": run.run_id, "workflow_name": run.workflow_name,
-        "status": run.status.value, "created_at": to_us(run.created_at),
-        "updated_at": to_us(run.updated_at), "head_checkpoint_id": run.head_checkpoint_id,
-        "signature": run.signature, "max_supersteps": run.max_supersteps,
-        "error": error_json(run.error),
-        "forked_from": None if origin is None else _dumps(
-            {"run_id": origin.run_id, "checkpoint_id": origin.checkpoint_id}),
-        "workflow_ref": run.workflow_ref, "input_digest": run.input_digest,
-        "workflow_version": run.workflow_version, "priority": run.priority,
-        "wake_at": _maybe_us(run.wake_at),
-        "lease_owner": run.lease_owner,
-        "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
-    }
-
-
-def _forked_from(raw: str | None) -> CheckpointRef | None:
-    if raw is None:
-        return None
-    data = orjson.loads(raw)
-    return CheckpointRef(run_id=str(data["run_id"]), checkpoint_id=str(data["checkpoint_id"]))
-
-
-def run_from_row(row: Mapping[str, Any]) -> RunRecord:
-    """Rebuild a :class:`RunRecord`; raises ``StoreError`` on an unreadable row."""
-    try:
-        return RunRecord(
-            run_id=row["run_id"], workflow_name=row["workflow_name"],
-            status=_status(row["status"]), created_at=from_us(row["created_at"]),
-            updated_at=from_us(row["updated_at"]),
-            head_checkpoint_id=row["head_checkpoint_id"], signature=row["signature"],
-            max_supersteps=row["max_supersteps"], error=_decode_error(row["error"]),
-            forked_from=_forked_from(row["forked_from"]), workflow_ref=row["workflow_ref"],
-            input_digest=row["input_digest"], workflow_version=row["workflow_version"],
-            priority=row["priority"], wake_at=_maybe_from_us(row["wake_at"]),
-            lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
-            lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
-        )
-    except (ValueError, TypeError, KeyError) as exc:
-        raise StoreError(f"the row of run {row.get('run_id')} is corrupted: {exc}") from exc
-
-
-# -- checkpoints ----------------------------------------------------------------------
-
-
-def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
-    """The ``checkpoints`` columns of a checkpoint's metadata."""
-    return {
-        "run_id": meta.run_id, "checkpoint_id": meta.id, "thread": meta.thread,
-        "namespace": meta.namespace, "parent_id": meta.parent_id, "seq": meta.seq,
-        "superstep": meta.superstep, "created_at": to_us(meta.created_at),
-        "status": meta.status.value, "source": meta.source,
-        "nodes": _dumps(list(meta.nodes)), "routing_reason": meta.routing_reason,
-        "next_tasks": _dumps(list(meta.next_tasks)),
-        "joins": _dumps({k: list(v) for k, v in meta.joins.items()}),
-        "value_versions": _dumps(meta.value_versions),
-        "log_lengths": _dumps(meta.log_lengths),
-        "error": error_json(meta.error), "size": meta.size,
-    }
-
-
-_CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
-    "created_at": from_us, "status": _status, "source": _source, "nodes": _str_tuple,
-    "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
-    "log_lengths": _int_map, "error": _decode_error,
-}
-
-
-def checkpoint_from_row(row: Mapping[str, Any]) -> CheckpointMeta:
-    """Rebuild :class:`CheckpointMeta`; raises ``CheckpointCorruptedError``."""
-    run_id, checkpoint_id = row["run_id"], row["checkpoint_id"]
-    decoded: dict[str, object] = {}
-    for column, decode in _CHECKPOINT_DECODERS.items():
-        try:
-            decoded[column] = decode(row[column])
-        except (ValueError, TypeError, KeyError) as exc:
-            raise CheckpointCorruptedError(
-                run_id, checkpoint_id, f"column {column!r} cannot be read: {exc}") from exc
-    return CheckpointMeta(
-        id=checkpoint_id, run_id=run_id, thread=row["thread"], namespace=row["namespace"],
-        parent_id=row["parent_id"], seq=row["seq"], superstep=row["superstep"],
-        routing_reason=row["routing_reason"], size=row["size"],
-        **decoded,  # type: ignore[arg-type]  # each decoder returns its field's type
-    )
-
-
-# -- requests and task writes -------------------------------------------------------
-
-
-def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
-    """The ``requests`` columns of a request saved under ``run_id``."""
-    return {
-        "run_id": run_id, "request_id": req.id, "workflow_name": req.workflow_name,
-        "thread": req.thread, "checkpoint_id": req.checkpoint_id, "node": req.node,
-        "request_index": req.index, "payload": req.payload,
-        "response_schema": req.response_schema, "created_at": to_us(req.created_at),
-        "answer": req.answer, "answered_at": _maybe_us(req.answered_at),
-    }
-
-
-def request_from_row(row: Mapping[str, Any]) -> RequestRow:
-    """Rebuild a :class:`RequestRow`."""
-    return RequestRow(
-        id=row["request_id"], run_id=row["run_id"], workflow_name=row["workflow_name"],
-        thread=row["thread"], checkpoint_id=row["checkpoint_id"], node=row["node"],
-        index=row["request_index"], payload=row["payload"],
-        response_schema=row["response_schema"], created_at=from_us(row["created_at"]),
-        answer=row["answer"], answered_at=_maybe_from_us(row["answered_at"]),
-    )
-
-
-def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[RequestRow]:
-    """Rebuild many :class:`RequestRow` from raw result tuples in ``columns`` order."""
-    at = {name: i for i, name in enumerate(columns)}
-    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
-        at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
-                        "request_index", "payload", "response_schema", "created_at", "answer",
-                        "answered_at"))
-    return [RequestRow(
-        id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread], checkpoint_id=r[cp],
-        node=r[node], index=r[idx], payload=r[payload], response_schema=r[schema],
-        created_at=from_us(r[created]), answer=r[answer],
-        answered_at=_maybe_from_us(r[answered])) for r in rows]
-
-
-def task_write_from_row(row: Mapping[str, Any]) -> TaskWrite:
-    """Rebuild a :class:`TaskWrite`."""
-    return TaskWrite(run_id=row["run_id"], checkpoint_id=row["checkpoint_id"],
-                     node=row["node"], data=row["data"], created_at=from_us(row["created_at"]))
-
-
 # -- statements -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """A compiled statement: SQL text and the order of its named parameters."""
-
-    sql: str
-    names: tuple[str, ...]
-    constants: Mapping[str, object]
-    columns: tuple[str, ...] = ()
-
-    def bind(self, params: Mapping[str, object]) -> tuple[object, ...]:
-        """Positional parameters, in SQL order, from named ones."""
-        if self.constants:
-            params = {**self.constants, **params}
-        return tuple([params[name] for name in self.names])
 
 
 def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:
@@ -498,18 +266,12 @@ def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:
     return Statement(compiled.string, names, constants, columns)
 
 
-@dataclass(frozen=True, slots=True)
-class SqlDialect:
-    """What differs between SQL backends at the statement level.
-
-    ``returning``: every INSERT, UPDATE and DELETE ends in ``RETURNING 1``,
-    one row per row it changed, for a driver whose batch call reports no row
-    count (asyncpg's ``executemany``): it counts the rows instead.
-    """
-
-    dialect: Dialect
-    insert: Callable[[Table], sqlite.Insert | postgresql.Insert]
-    returning: bool = False
+def _sqlalchemy(d: SqlDialect) -> tuple[Dialect, Callable[[Table], sqlite.Insert | postgresql.Insert]]:
+    """SQLAlchemy's dialect and INSERT construct for ``d``."""
+    if d.name == "postgresql":
+        # asyncpg's dialect: ``$1`` parameters; SQLAlchemy leaves its constructor unannotated
+        return postgresql.asyncpg.dialect(), postgresql.insert  # type: ignore[no-untyped-call]
+    return sqlite.dialect(), sqlite.insert
 
 
 def _where(table: Table, *names: str) -> list[ColumnElement[bool]]:
@@ -531,26 +293,28 @@ def _variants(
     return out
 
 
-class Queries:
-    """Every statement of the store, compiled for one dialect."""
+class Queries(CompiledQueries):
+    """Every statement of the store, built with SQLAlchemy Core and compiled for one dialect."""
 
     def __init__(self, d: SqlDialect) -> None:
+        dialect, insert = _sqlalchemy(d)
+
         def c(stmt: ClauseElement) -> Statement:
             if d.returning and isinstance(stmt, Insert | Update | Delete):
                 stmt = stmt.returning(literal_column("1"))
-            return compile_statement(stmt, d.dialect)
+            return compile_statement(stmt, dialect)
 
-        self._runs(d, c)
+        self._runs(insert, c)
         self._checkpoints(c)
         self._channels(c)
-        self._tasks(d, c)
-        self._requests(d, c)
+        self._tasks(insert, c)
+        self._requests(insert, c)
 
-    def _runs(self, d: SqlDialect, c: Callable[[ClauseElement], Statement]) -> None:
+    def _runs(self, insert: Callable[[Table], Any], c: Callable[[ClauseElement], Statement]) -> None:
         runs = RUNS
         lease = [*_where(runs, "run_id"), runs.c.lease_epoch == bindparam("epoch"),
                  runs.c.lease_owner == bindparam("owner")]
-        self.run_insert = c(d.insert(runs).values(_binds(runs)))
+        self.run_insert = c(insert(runs).values(_binds(runs)))
         self.run_get = c(select(runs).where(*_where(runs, "run_id")))
         listing = select(runs).order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
         self.run_list = {k: c(s) for k, s in _variants(listing, [
@@ -648,16 +412,16 @@ class Queries:
             *_where(logs, "run_id", "thread"), logs.c.seq <= bindparam("upto"))
             .order_by(logs.c.seq, logs.c.channel))
 
-    def _tasks(self, d: SqlDialect, c: Callable[[ClauseElement], Statement]) -> None:
+    def _tasks(self, insert: Callable[[Table], Any], c: Callable[[ClauseElement], Statement]) -> None:
         tws, steps = TASK_WRITES, STEPS
-        ins = d.insert(tws)
+        ins = insert(tws)
         self.tw_upsert = c(ins.values(_binds(tws)).on_conflict_do_update(
             index_elements=list(tws.primary_key),
             set_={"data": ins.excluded.data, "created_at": ins.excluded.created_at}))
         self.tw_get = c(select(tws).where(*_where(tws, "run_id", "checkpoint_id"))
                         .order_by(tws.c.node))
         self.tw_delete = c(delete(tws).where(*_where(tws, "run_id", "checkpoint_id")))
-        ins = d.insert(steps)
+        ins = insert(steps)
         self.step_upsert = c(ins.values(_binds(steps)).on_conflict_do_update(
             index_elements=list(steps.primary_key),
             set_={"data": ins.excluded.data, "created_at": ins.excluded.created_at}))
@@ -665,10 +429,10 @@ class Queries:
             *_where(steps, "run_id", "checkpoint_id", "node")))
         self.step_delete = c(delete(steps).where(*_where(steps, "run_id", "checkpoint_id")))
 
-    def _requests(self, d: SqlDialect, c: Callable[[ClauseElement], Statement]) -> None:
+    def _requests(self, insert: Callable[[Table], Any], c: Callable[[ClauseElement], Statement]) -> None:
         reqs = REQUESTS
         is_open = reqs.c.answer.is_(None)
-        self.req_insert = c(d.insert(reqs).values(_binds(reqs)).on_conflict_do_nothing(
+        self.req_insert = c(insert(reqs).values(_binds(reqs)).on_conflict_do_nothing(
             index_elements=list(reqs.primary_key)))
         self.req_answer = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=bindparam("new_answer"), answered_at=bindparam("now")))
@@ -690,7 +454,6 @@ class Queries:
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
 
 
-@cache
-def queries_for(dialect: SqlDialect) -> Queries:
-    """The compiled statements of a dialect (compiled on first use, then shared)."""
+def compile_queries(dialect: SqlDialect) -> Queries:
+    """Build and compile every statement for ``dialect`` (what :mod:`._compiled` holds)."""
     return Queries(dialect)
