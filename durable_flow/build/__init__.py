@@ -1,0 +1,1 @@
+"""Building workflows: the builder, validation, the data-flow check, diagrams, the declarative format."""

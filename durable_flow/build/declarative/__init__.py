@@ -1,0 +1,1 @@
+"""The declarative nodes/connections format (JSON or YAML): loading, parsing, dumping."""
