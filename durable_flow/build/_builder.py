@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from ..errors import ExpressionError, WorkflowValidationError
 from ..model._blackboard import Blackboard, FreeBlackboard, StateSchema, schema_for
 from ..model._graph import (
     END,
@@ -23,7 +24,6 @@ from ..model._graph import (
     Workflow,
 )
 from ..model._retry import RetryPolicy
-from ..errors import ExpressionError, WorkflowValidationError
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel

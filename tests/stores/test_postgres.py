@@ -24,7 +24,13 @@ from durable_flow.model._records import RunStatus
 from durable_flow.store._postgres import POSTGRES, PostgresStore, _perform, _PostgresDriver
 from durable_flow.store._protocols import Claim, Commit, RunUpdate
 from durable_flow.store.sql._base import Fetch, Op, Tx, drive_async, get_run_tx, prune_tx
-from durable_flow.store.sql._tables import RUNS, compile_statement, queries_for, run_params
+from durable_flow.store.sql._tables import (
+    RUNS,
+    compile_statement,
+    queries_for,
+    run_params,
+    sqlalchemy_for,
+)
 
 from .builders import make_run, start_run, state_of
 from .pgdb import run_async, truncate_all
@@ -143,7 +149,7 @@ async def _landed_or_waits(task: asyncio.Task[None] | None, dsn: str) -> bool:
 
 
 def _count_twice(create_elsewhere: Callable[[], None]) -> Tx[tuple[int, int]]:
-    count = compile_statement(select(func.count()).select_from(RUNS), POSTGRES.dialect)
+    count = compile_statement(select(func.count()).select_from(RUNS), sqlalchemy_for(POSTGRES)[0])
     [(before,)] = yield Fetch(count, ())
     create_elsewhere()  # committed by another connection while this transaction is open
     [(after,)] = yield Fetch(count, ())

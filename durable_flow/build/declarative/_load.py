@@ -55,7 +55,10 @@ from typing import Any, Literal, TypeAlias
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from ...errors import WorkflowValidationError
 from ...model._blackboard import schema_for
+from ...model._graph import END, Condition, NodeSpec, SubworkflowSpec, Workflow
+from ...model._retry import RetryPolicy
 from .._builder import WorkflowBuilder
 from ._parse import (
     Conn,
@@ -68,9 +71,6 @@ from ._parse import (
     read_source,
 )
 from ._state import dump_state, has_field
-from ...model._graph import END, Condition, NodeSpec, SubworkflowSpec, Workflow
-from ...model._retry import RetryPolicy
-from ...errors import WorkflowValidationError
 
 __all__ = ["HEAD_KEY", "META_KEY", "ContextView", "dump_workflow", "load_registry", "load_workflow"]
 

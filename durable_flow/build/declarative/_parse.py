@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from ...errors import ExpressionError
 from ...model._blackboard import Blackboard, schema_for
-from ._state import has_field, parse_state
 from ...model._graph import END, Condition
 from ...model._retry import RetryPolicy
-from ...errors import ExpressionError
+from ._state import has_field, parse_state
 
 __all__ = ["Conn", "Definition", "Node", "back_edges", "check_definition", "kind",
            "parse_definition", "read_source"]

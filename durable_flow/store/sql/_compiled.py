@@ -3,7 +3,7 @@
 # ruff: noqa
 from typing import Any
 
-DIGEST = 'f4635c683cd9779a246f8478af1a52c364de3ec5c7bd2ea8c260af108e184454'
+DIGEST = 'f06ac26ef80bd8396b217f6dcaaf7b400d1feea1cacc85fbf79ed0fe0fed2a7a'
 
 STATEMENTS: dict[str, Any] = {'postgresql+returning': {'chunk_delete_thread': ('DELETE FROM log_chunks WHERE log_chunks.run_id '
                                                   '= $1::VARCHAR AND log_chunks.thread = '

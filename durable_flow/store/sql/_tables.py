@@ -95,6 +95,7 @@ __all__ = [
     "request_params",
     "run_from_row",
     "run_params",
+    "sqlalchemy_for",
     "task_write_from_row",
     "to_us",
 ]
@@ -266,7 +267,7 @@ def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:
     return Statement(compiled.string, names, constants, columns)
 
 
-def _sqlalchemy(d: SqlDialect) -> tuple[Dialect, Callable[[Table], sqlite.Insert | postgresql.Insert]]:
+def sqlalchemy_for(d: SqlDialect) -> tuple[Dialect, Callable[[Table], sqlite.Insert | postgresql.Insert]]:
     """SQLAlchemy's dialect and INSERT construct for ``d``."""
     if d.name == "postgresql":
         # asyncpg's dialect: ``$1`` parameters; SQLAlchemy leaves its constructor unannotated
@@ -297,7 +298,7 @@ class Queries(CompiledQueries):
     """Every statement of the store, built with SQLAlchemy Core and compiled for one dialect."""
 
     def __init__(self, d: SqlDialect) -> None:
-        dialect, insert = _sqlalchemy(d)
+        dialect, insert = sqlalchemy_for(d)
 
         def c(stmt: ClauseElement) -> Statement:
             if d.returning and isinstance(stmt, Insert | Update | Delete):
