@@ -213,3 +213,17 @@ def test_validation_errors_are_one_line_of_json_not_pydantic_dumps(db: Path) -> 
     line = one_line_error(cli(db, "respond", run_id, "approve@2#0", "--value", '{"ok": true}'),
                           '{"ok":true} is not of type "boolean"')
     assert "{'ok': True}" not in line
+
+
+def test_a_read_command_loads_no_sql_toolkit_logging_or_agents(db: Path) -> None:
+    start(db)  # the database exists and is at the current schema
+    code = ("import runpy, sys\n"
+            "sys.argv = ['durable-flow', '--db', sys.argv[1], 'runs']\n"
+            "try:\n    runpy.run_module('durable_flow', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "heavy = ('sqlalchemy', 'sqlmodel', 'alembic', 'structlog', 'jsonschema', 'httpx',\n"
+            "         'durable_flow.agents', 'durable_flow.build.declarative')\n"
+            "print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
