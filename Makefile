@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 	$(BIN)/python -m mypy durable_flow
 	$(BIN)/python -m pytest -q
 
+# The user guide and the API reference (from the docstrings) into site/; any
+# warning (a broken link, an unknown name) fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/python -m ruff check durable_flow tests examples bench
 	$(BIN)/python -m mypy durable_flow
@@ -33,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) demo.db
+	rm -rf $(VENV) demo.db site

@@ -3,85 +3,163 @@
 A workflow is a graph of nodes sharing one ``Blackboard``; it runs in
 supersteps and every superstep is committed to a checkpoint store, so runs
 survive crashes, wait for people, and can be resumed or forked.
+
+Every public name is importable from here. Each is imported on first use
+(``from durable_flow import Runtime`` loads the runtime, not the agents, the
+SQL stores or the command line), so ``import durable_flow`` costs almost
+nothing; ``bench/imports.py`` measures it.
 """
 
+import importlib as _importlib
 import typing as _typing
-
-from .agents._agent import Agent
-from .agents._models import ChatModel, ChatResponse, OpenAIChatModel, ToolSpec, Usage
-from .build._builder import WorkflowBuilder
-from .build._diagram import to_mermaid
-from .build.declarative._load import dump_workflow, load_workflow
-from .engine._context import NodeContext
-from .errors import (
-    CheckpointCorruptedError,
-    CheckpointNotFoundError,
-    ConflictingUpdateError,
-    DuplicateStepError,
-    DurableFlowError,
-    ExpressionError,
-    GuardError,
-    InvalidGotoError,
-    InvalidInputError,
-    InvalidResponseError,
-    LeaseLostError,
-    ModelError,
-    RunExistsError,
-    RunFailedError,
-    RunLockedError,
-    RunNotFoundError,
-    RunNotResumableError,
-    SchemaVersionError,
-    SerializationError,
-    StateUpdateError,
-    StoreError,
-    SubworkflowError,
-    SuperstepLimitError,
-    UnknownRequestError,
-    WorkflowMismatchError,
-    WorkflowValidationError,
-)
-from .model._blackboard import Blackboard
-from .model._graph import END, Command, Workflow
-from .model._messages import Message, ToolCall
-from .model._records import (
-    CheckpointInfo,
-    CheckpointRef,
-    ErrorInfo,
-    Event,
-    PendingRequest,
-    RunInfo,
-    RunResult,
-    RunStatus,
-    Snapshot,
-)
-from .model._reducers import add, append, merge
-from .model._retry import RetryPolicy
-from .runtime._logging import configure_logging
-from .runtime._runtime import Runtime
-from .runtime._worker import Worker
-from .store._memory import MemoryStore
-from .store._protocols import CheckpointStore
-
-if _typing.TYPE_CHECKING:
-    from .store._postgres import PostgresStore
-    from .store._sqlite import SqliteStore
 
 __version__ = "0.1.0"
 
+# public name -> the private module that defines it (imported on first use)
+_EXPORTS: dict[str, str] = {
+    "Agent": "agents._agent",
+    "ChatModel": "agents._models",
+    "ChatResponse": "agents._models",
+    "OpenAIChatModel": "agents._models",
+    "ToolSpec": "agents._models",
+    "Usage": "agents._models",
+    "WorkflowBuilder": "build._builder",
+    "to_mermaid": "build._diagram",
+    "dump_workflow": "build.declarative._load",
+    "load_workflow": "build.declarative._load",
+    "NodeContext": "engine._context",
+    "CheckpointCorruptedError": "errors",
+    "CheckpointNotFoundError": "errors",
+    "ConflictingUpdateError": "errors",
+    "DuplicateStepError": "errors",
+    "DurableFlowError": "errors",
+    "ExpressionError": "errors",
+    "GuardError": "errors",
+    "InvalidGotoError": "errors",
+    "InvalidInputError": "errors",
+    "InvalidResponseError": "errors",
+    "LeaseLostError": "errors",
+    "ModelError": "errors",
+    "RunExistsError": "errors",
+    "RunFailedError": "errors",
+    "RunLockedError": "errors",
+    "RunNotFoundError": "errors",
+    "RunNotResumableError": "errors",
+    "SchemaVersionError": "errors",
+    "SerializationError": "errors",
+    "StateUpdateError": "errors",
+    "StoreError": "errors",
+    "SubworkflowError": "errors",
+    "SuperstepLimitError": "errors",
+    "UnknownRequestError": "errors",
+    "WorkflowMismatchError": "errors",
+    "WorkflowValidationError": "errors",
+    "Blackboard": "model._blackboard",
+    "END": "model._graph",
+    "Command": "model._graph",
+    "Workflow": "model._graph",
+    "Message": "model._messages",
+    "ToolCall": "model._messages",
+    "CheckpointInfo": "model._records",
+    "CheckpointRef": "model._records",
+    "ErrorInfo": "model._records",
+    "Event": "model._records",
+    "PendingRequest": "model._records",
+    "RunInfo": "model._records",
+    "RunResult": "model._records",
+    "RunStatus": "model._records",
+    "Snapshot": "model._records",
+    "add": "model._reducers",
+    "append": "model._reducers",
+    "merge": "model._reducers",
+    "RetryPolicy": "model._retry",
+    "configure_logging": "runtime._logging",
+    "Runtime": "runtime._runtime",
+    "Worker": "runtime._worker",
+    "MemoryStore": "store._memory",
+    "PostgresStore": "store._postgres",
+    "CheckpointStore": "store._protocols",
+    "SqliteStore": "store._sqlite",
+}
+
+if _typing.TYPE_CHECKING:
+    from .agents._agent import Agent
+    from .agents._models import (
+        ChatModel,
+        ChatResponse,
+        OpenAIChatModel,
+        ToolSpec,
+        Usage,
+    )
+    from .build._builder import WorkflowBuilder
+    from .build._diagram import to_mermaid
+    from .build.declarative._load import dump_workflow, load_workflow
+    from .engine._context import NodeContext
+    from .errors import (
+        CheckpointCorruptedError,
+        CheckpointNotFoundError,
+        ConflictingUpdateError,
+        DuplicateStepError,
+        DurableFlowError,
+        ExpressionError,
+        GuardError,
+        InvalidGotoError,
+        InvalidInputError,
+        InvalidResponseError,
+        LeaseLostError,
+        ModelError,
+        RunExistsError,
+        RunFailedError,
+        RunLockedError,
+        RunNotFoundError,
+        RunNotResumableError,
+        SchemaVersionError,
+        SerializationError,
+        StateUpdateError,
+        StoreError,
+        SubworkflowError,
+        SuperstepLimitError,
+        UnknownRequestError,
+        WorkflowMismatchError,
+        WorkflowValidationError,
+    )
+    from .model._blackboard import Blackboard
+    from .model._graph import END, Command, Workflow
+    from .model._messages import Message, ToolCall
+    from .model._records import (
+        CheckpointInfo,
+        CheckpointRef,
+        ErrorInfo,
+        Event,
+        PendingRequest,
+        RunInfo,
+        RunResult,
+        RunStatus,
+        Snapshot,
+    )
+    from .model._reducers import add, append, merge
+    from .model._retry import RetryPolicy
+    from .runtime._logging import configure_logging
+    from .runtime._runtime import Runtime
+    from .runtime._worker import Worker
+    from .store._memory import MemoryStore
+    from .store._postgres import PostgresStore
+    from .store._protocols import CheckpointStore
+    from .store._sqlite import SqliteStore
+
 
 def __getattr__(name: str) -> _typing.Any:
-    # the SQL stores pull in SQLAlchemy and alembic: import them on first use
-    # (and PostgresStore imports asyncpg only when one is created)
-    if name == "SqliteStore":
-        from .store._sqlite import SqliteStore
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_flow' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"durable_flow.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-        return SqliteStore
-    if name == "PostgresStore":
-        from .store._postgres import PostgresStore
 
-        return PostgresStore
-    raise AttributeError(f"module 'durable_flow' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "END",

@@ -235,12 +235,17 @@ class CheckpointNotFoundError(DurableFlowError):
 
 
 class RunNotResumableError(DurableFlowError):
-    """The run has ended (completed or cancelled) and cannot continue."""
+    """The run has ended (completed or cancelled) and cannot continue.
 
-    def __init__(self, run_id: str, status: str) -> None:
+    ``action`` is what was refused (``"resumed"``, ``"cancelled"``).
+    """
+
+    def __init__(self, run_id: str, status: str, action: str = "resumed") -> None:
         self.run_id = run_id
         self.status = status
-        super().__init__(f"run {run_id} is {status} and cannot be resumed; fork it instead")
+        self.action = action
+        hint = "; fork it instead" if action == "resumed" else ""
+        super().__init__(f"run {run_id} is {status} and cannot be {action}{hint}")
 
 
 class InvalidResponseError(DurableFlowError):

@@ -181,8 +181,8 @@ def test_a_failed_run_exits_1_and_resume_after_the_fix_completes_it(
     result = cli(db, "run", f"{MODULE}:workflow", "--run-id", "r1")
     assert result.exit_code == 1
     *logs, line = result.stderr.splitlines()  # the engine's log lines, then the error
-    assert [("node_retrying" in log, "node_failed" in log) for log in logs] == [
-        (True, False), (False, True)]
+    assert [next(e for e in ("node_retrying", "node_failed", "run_failed") if e in log)
+            for log in logs] == ["node_retrying", "node_failed", "run_failed"]
     assert line.startswith("error: run r1 failed in node research: RuntimeError: disk "
                            "[bold]full[/bold]") and f"durable-flow --db {db} resume r1" in line
     assert "failed" in result.stdout and "retries" in result.stdout
@@ -369,7 +369,8 @@ def test_recover_resumes_a_run_whose_process_was_killed(db: Path, project: Path)
     time.sleep(0.4)  # the dead process's lease expires
     text = ok(cli(db, "recover", f"{MODULE}:workflow")).stdout
     assert "crashed" in text and "waiting" in text
-    assert as_json(cli(db, "recover", f"{MODULE}:workflow", "--json")) == []
+    assert as_json(cli(db, "recover", f"{MODULE}:workflow", "--json")) == {
+        "recovered": [], "held": []}
     assert "needed recovery" in ok(cli(db, "recover", f"{MODULE}:workflow")).stdout
 
 
@@ -438,7 +439,7 @@ def test_db_upgrade_creates_the_schema_and_prune_removes_old_checkpoints(db: Pat
     ok(cli(db, "respond", run_id, "approve@2#0", "--value", "true", "--json"))
     before = len(as_json(cli(db, "history", run_id, "--json")))
     assert as_json(cli(db, "db", "prune", "--keep-last", "1", "--run", run_id,
-                       "--json")) == {"removed": before - 1}
+                       "--json"))["removed"] == before - 1
     assert len(as_json(cli(db, "history", run_id, "--json"))) == 1
     assert "removed 0 checkpoint(s)" in ok(cli(db, "db", "prune", "--keep-last", "1",
                                                "--older-than-days", "0")).stdout
@@ -600,7 +601,7 @@ def test_a_worker_and_the_inbox_on_postgresql(project: Path) -> None:
                 cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 30
-            while "worker_started" not in log.read_text():
+            while " serving " not in log.read_text():
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.1)
             run_id = asyncio.run(submit())
@@ -634,10 +635,12 @@ def test_log_json_writes_engine_lines_with_run_node_and_superstep(db: Path,
     json.loads(result.stdout)  # stdout stays pure JSON
     logs = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     events = [entry["event"] for entry in logs]
-    assert events == ["node_retrying", "node_failed"]
+    assert events == ["run_started", "node_retrying", "node_failed", "run_failed"]
     for entry in logs:
-        assert entry["run_id"] == "r1" and entry["node"] == "research"
-        assert entry["superstep"] == 1
+        assert entry["run_id"] == "r1"
+    for entry in logs[1:3]:
+        assert entry["node"] == "research" and entry["superstep"] == 1
+    assert "Traceback" in logs[2]["exception"]  # the failed node's, in the JSON line
     assert result.stderr.splitlines()[-1].startswith("error: run r1 failed")
 
 

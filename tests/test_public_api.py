@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import enum
 import inspect
+import subprocess
+import sys
+
+import pytest
 
 import durable_flow
 
@@ -37,13 +41,36 @@ def test_all_is_sorted_and_lists_every_public_name() -> None:
     exported = durable_flow.__all__
     assert exported == sorted(exported, key=_isort_key)
     assert len(set(exported)) == len(exported)
-    public = {name for name, value in vars(durable_flow).items()
-              if not name.startswith("_") and not inspect.ismodule(value)}
-    # imported on first use: they pull in SQLAlchemy and alembic
-    lazy = {"SqliteStore", "PostgresStore"}
-    assert public | lazy == set(exported)
+    # every name is imported on first use: the table of exports is __all__
+    assert set(durable_flow._EXPORTS) == set(exported)
+    public = {name for name in dir(durable_flow) if not name.startswith("_")}
+    modules = {name for name in public if inspect.ismodule(getattr(durable_flow, name))}
+    assert public - modules == set(exported)
     for name in exported:
         assert hasattr(durable_flow, name), name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        durable_flow.Nope  # noqa: B018
+
+
+def test_import_loads_no_dependency_until_a_name_is_used() -> None:
+    code = ("import sys, durable_flow; "
+            "print(sorted(m for m in sys.modules if m.startswith('durable_flow')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['durable_flow']"
+
+
+HEAVY = ("sqlalchemy", "sqlmodel", "alembic", "jsonschema", "rich", "typer", "httpx", "structlog",
+         "durable_flow.agents", "durable_flow.cli", "durable_flow.build.declarative")
+
+
+def test_the_core_names_leave_the_heavy_parts_unimported() -> None:
+    code = ("import sys; from durable_flow import (Blackboard, MemoryStore, Runtime, "
+            "WorkflowBuilder, Worker, END, RunStatus); "
+            "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)] == []
 
 
 def test_every_public_name_and_method_has_a_docstring() -> None:

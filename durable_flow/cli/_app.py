@@ -10,8 +10,7 @@ import typer
 
 from .. import __version__
 from ..errors import DurableFlowError
-from ..runtime._logging import configure_logging
-from . import _reading, _running, _tools, _worker
+from . import _control, _reading, _running, _tools, _worker
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
 __all__ = ["app", "main"]
@@ -21,10 +20,17 @@ _HELP = """Run, inspect and answer durable-flow workflows.
 Exit codes: 0 success (a run that completed or waits for input), 1 an error
 or a failed run, 2 a usage error, 130 interrupted.
 
-MODULE:WORKFLOW is imported with the current directory on the path. A run
-started by `durable-flow run` records its MODULE:WORKFLOW; `resume`,
-`respond` and `fork` import that recorded module when --workflow is not
-given, so use them only on databases you trust or pass --workflow.
+A WORKFLOW is MODULE:NAME (imported with the current directory on the path),
+path/to/file.py:NAME, or a declarative .json/.yaml file (with --registry). A
+run started by `durable-flow run` records its workflow; `resume`, `respond`
+and `fork` import that recorded workflow when --workflow is not given, so use
+them only on databases you trust or pass --workflow.
+
+A CHECKPOINT is its id, a unique end of one, or @SUPERSTEP (@3; @3/review@2
+inside the sub-workflow review that ran during superstep 3).
+
+Logs go to standard error: warnings and errors by default, run and request
+events with --log-json (as JSON lines), everything with --debug.
 """
 
 app = typer.Typer(name="durable-flow", help=_HELP, no_args_is_help=True, add_completion=False,
@@ -47,15 +53,16 @@ def _global_options(
         "--db", envvar="DURABLE_FLOW_DB", metavar="PATH|URL",
         help="SQLite file (PATH or sqlite:///PATH) or postgresql:// URL.")] = DEFAULT_DB,
     log_json: Annotated[bool, typer.Option(
-        "--log-json", help="Write log lines to stderr as JSON (default: readable text).")] = False,
+        "--log-json", help="Write log lines to stderr as JSON, from level INFO (runs, "
+                           "requests, retries, failures with their tracebacks).")] = False,
     debug: Annotated[bool, typer.Option(
-        "--debug", help="Log at DEBUG level and show tracebacks of errors.")] = False,
+        "--debug", help="Log everything (supersteps, nodes, leases) and show tracebacks "
+                        "of errors and failed nodes.")] = False,
     version: Annotated[bool, typer.Option(
         "--version", callback=_show_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ) -> None:
     del version
-    configure_logging(json=log_json, level="DEBUG" if debug else "INFO")
     ctx.obj = CliOptions(db=db, log_json=log_json, debug=debug)
 
 
@@ -91,7 +98,7 @@ _COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("run", _running.run), ("runs", _reading.runs), ("show", _reading.show),
     ("history", _reading.history), ("diff", _reading.diff), ("inbox", _reading.inbox),
     ("respond", _running.respond), ("resume", _running.resume), ("fork", _running.fork),
-    ("cancel", _running.cancel), ("recover", _running.recover), ("graph", _tools.graph),
+    ("cancel", _control.cancel), ("recover", _control.recover), ("graph", _tools.graph),
     ("validate", _tools.validate), ("worker", _worker.worker),
 ]
 for _name, _fn in _COMMANDS:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import RunNotFoundError
 from ..model._graph import Workflow
 from ..model._records import RunInfo
 from ..runtime._runtime import Runtime
-from ..store._protocols import CheckpointStore
-from ._support import CliError, CliOptions, resolve_workflow
+from ..store._protocols import CheckpointMeta, CheckpointStore
+from ._support import CliError, CliOptions
+from ._targets import load_target, parse_recorded
 
 __all__ = [
     "display_db",
@@ -81,46 +82,113 @@ def _postgres_store(url: str) -> CheckpointStore:
 
 
 @asynccontextmanager
-async def opened(opts: CliOptions, *, create: bool = False) -> AsyncIterator[Runtime]:
-    """A set-up :class:`Runtime` on the ``--db`` store, closed afterwards."""
+async def opened(opts: CliOptions, *, create: bool = False,
+                 logs: bool = True) -> AsyncIterator[Runtime]:
+    """A set-up :class:`Runtime` on the ``--db`` store, closed afterwards.
+
+    ``logs=False`` (the read-only commands, which log nothing) leaves logging
+    unconfigured, so that structlog is never imported.
+    """
+    if logs:
+        opts.setup_logging()
     async with Runtime(open_store(opts.db, create=create)) as rt:
         yield rt
 
 
 async def find_run(rt: Runtime, run_id: str) -> RunInfo:
     """The run's :class:`RunInfo`, or ``RunNotFoundError``."""
-    for info in await rt.list_runs():
-        if info.run_id == run_id:
-            return info
-    raise RunNotFoundError(run_id)
+    return await rt.get_run(run_id)
 
 
 async def workflow_for_run(rt: Runtime, run_id: str,
                            ref: str | None) -> tuple[Workflow, str | None]:
-    """The workflow to continue ``run_id`` with, and the recorded ref if that was used.
+    """The workflow to continue ``run_id`` with, and the recorded target if that was used.
 
-    ``--workflow`` (``ref``) wins; otherwise the ``MODULE:WORKFLOW`` that
-    ``durable-flow run`` recorded on the run is imported, like a reference
-    typed on the command line (same strict ``MODULE:NAME`` form). Only point
-    the CLI at databases you trust, or pass ``--workflow``.
+    ``--workflow`` (``ref``) wins; otherwise the target that ``durable-flow
+    run`` recorded on the run (``MODULE:NAME``, a Python file, or a
+    declarative file with its registry) is loaded, like one typed on the
+    command line. Only point the CLI at databases you trust, or pass
+    ``--workflow``.
     """
     info = await find_run(rt, run_id)
     if ref is not None:
-        return resolve_workflow(ref), None
+        return load_target(ref).workflow, None
     if not info.workflow_ref:
         raise CliError(f"run {run_id} has no recorded workflow (it was not started by "
                        "`durable-flow run`); pass --workflow MODULE:WORKFLOW")
-    return resolve_workflow(info.workflow_ref), info.workflow_ref
+    target, registry = parse_recorded(info.workflow_ref)
+    return load_target(target, registry).workflow, info.workflow_ref
 
 
-async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str, namespace: str = "") -> str:
-    """A checkpoint id from an exact id or a unique prefix of one in ``namespace``."""
-    ids = [c.id for c in await rt.history(run_id, namespace=namespace)]
+async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:
+    """The id of the checkpoint ``ref`` names in run ``run_id``.
+
+    ``ref`` is a checkpoint id, a unique suffix (or prefix) of one, or
+    ``@SUPERSTEP`` (the newest top-level checkpoint of that superstep), with
+    ``/NODE@SUPERSTEP`` steps into sub-workflows: ``@3/review@2`` is the
+    checkpoint of inner superstep 2 of the sub-workflow ``review`` that ran
+    during top-level superstep 3 (the numbering of request ids such as
+    ``review@3/legal@2/sign@1#0``).
+    """
+    await find_run(rt, run_id)
+    if ref.startswith("@"):
+        return await _by_superstep(rt.store, run_id, ref)
+    metas = await rt.store.list_checkpoints(run_id)
+    ids = [m.id for m in metas]
     if ref in ids:
         return ref
-    matches = [i for i in ids if i.startswith(ref)]
+    matches = [i for i in ids if i.endswith(ref)] or [i for i in ids if i.startswith(ref)]
     if len(matches) > 1:
-        raise CliError(f"checkpoint prefix {ref!r} is ambiguous in run {run_id}: "
-                       f"{', '.join(matches[:5])}{', ...' if len(matches) > 5 else ''}")
-    return matches[0] if matches else ref
+        raise CliError(f"checkpoint {ref!r} is ambiguous in run {run_id}: it ends "
+                       f"{len(matches)} checkpoint ids ({', '.join(matches[:3])}, ...); "
+                       "give more characters, or @SUPERSTEP")
+    if not matches:
+        raise CliError(f"run {run_id} has no checkpoint {ref!r} (give an id, a unique end of "
+                       "one, or @SUPERSTEP; see `durable-flow history`)")
+    return matches[0]
 
+
+_STEP = re.compile(r"^(?P<node>[^@/]*)@(?P<superstep>\d+)$")
+
+
+def _steps(ref: str) -> list[tuple[str, int]]:
+    """``@3/review@2`` as ``[("", 3), ("review", 2)]``."""
+    steps = []
+    for i, part in enumerate(ref.split("/")):
+        m = _STEP.match(part)
+        if m is None or bool(m["node"]) != (i > 0):
+            raise CliError(f"{ref!r} is not a superstep reference (for example @3 or @3/review@2)")
+        steps.append((m["node"], int(m["superstep"])))
+    return steps
+
+
+async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
+    [(_, superstep), *inner] = _steps(ref)
+    thread, where = "", "the run"
+    for node, inner_superstep in inner:
+        # the sub-workflow ran during `superstep`, from the checkpoint before it,
+        # which is all there is while it is still paused inside
+        thread, where = await _subthread(store, run_id, thread, superstep, node, ref)
+        superstep = inner_superstep
+    return _at(await store.list_checkpoints(run_id, thread=thread), superstep, where, ref).id
+
+
+async def _subthread(store: CheckpointStore, run_id: str, thread: str, superstep: int,
+                     node: str, ref: str) -> tuple[str, str]:
+    """The thread of sub-workflow ``node`` run during ``superstep`` of ``thread``."""
+    for base in await store.list_checkpoints(run_id, thread=thread):
+        if base.superstep == superstep - 1 and node in base.next_tasks:
+            sub = f"{base.id}/{node}"
+            if await store.thread_head(run_id, sub) is not None:
+                return sub, f"sub-workflow {node} of superstep {superstep}"
+    raise CliError(f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
+
+
+def _at(metas: list[CheckpointMeta], superstep: int, where: str, ref: str) -> CheckpointMeta:
+    for meta in metas:  # newest first: the checkpoint of that superstep on the current chain
+        if meta.superstep == superstep:
+            return meta
+    known = sorted({m.superstep for m in metas})
+    span = f"{known[0]} to {known[-1]}" if known else "none"
+    raise CliError(f"{ref!r}: {where} has no checkpoint at superstep {superstep} "
+                   f"(its supersteps: {span})")

@@ -11,12 +11,14 @@ from ..model._records import RunStatus
 
 __all__ = [
     "AllowMismatchOpt",
+    "CheckpointArg",
     "DiagramFormat",
     "JsonOpt",
     "NamespaceOpt",
     "RegistryOpt",
     "RunArg",
     "StatusOpt",
+    "TargetArg",
     "WorkflowNameOpt",
     "WorkflowOpt",
     "WorkflowRefArg",
@@ -35,11 +37,20 @@ RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `durable
 WorkflowRefArg = Annotated[str, typer.Argument(
     metavar="MODULE:WORKFLOW", show_default=False,
     help="The workflow object: MODULE is imported with the current directory on the path.")]
+TargetArg = Annotated[str, typer.Argument(
+    metavar="WORKFLOW", show_default=False,
+    help="MODULE:NAME (imported with the current directory on the path), "
+         "path/to/file.py:NAME, or a declarative .json/.yaml file (with --registry).")]
+CheckpointArg = Annotated[str, typer.Argument(
+    metavar="CHECKPOINT", show_default=False,
+    help="A checkpoint id, a unique end of one, or @SUPERSTEP (@3; @3/review@2 inside the "
+         "sub-workflow review that ran during superstep 3). See `durable-flow history`.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WorkflowOpt = Annotated[str | None, typer.Option(
-    "--workflow", "-w", metavar="MODULE:WORKFLOW", show_default=False,
-    help="Workflow to continue with. Default: the MODULE:WORKFLOW recorded when the run was "
-         "started by `durable-flow run` (that module is imported; use trusted databases).")]
+    "--workflow", "-w", metavar="WORKFLOW", show_default=False,
+    help="Workflow to continue with (MODULE:NAME or file.py:NAME). Default: the workflow "
+         "recorded when the run was started by `durable-flow run` (it is imported; use "
+         "trusted databases).")]
 WorkflowNameOpt = Annotated[str | None, typer.Option(
     "--workflow", "-w", metavar="NAME", show_default=False,
     help="Only this workflow (its name, as given to WorkflowBuilder).")]
@@ -52,4 +63,5 @@ AllowMismatchOpt = Annotated[bool, typer.Option(
     "--allow-mismatch", help="Continue even if the workflow's graph changed since the run began.")]
 RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", "-r", metavar="MODULE:NAME", show_default=False,
-    help="Registry of agents and functions the file refers to (imported).")]
+    help="For a .json/.yaml workflow: the mapping of agents and functions it names "
+         "(MODULE:NAME or file.py:NAME; imported).")]

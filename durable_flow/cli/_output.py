@@ -23,6 +23,7 @@ from ._support import CliOptions, compact, jsonable
 
 __all__ = [
     "STATUS_STYLE",
+    "byte_size",
     "cell",
     "emit_json",
     "history_table",
@@ -99,10 +100,21 @@ def history_table(checkpoints: Sequence[CheckpointInfo]) -> Table:
     table = _table("superstep", "checkpoint", "created", "source", "status", "nodes",
                    "routing reason", "size")
     for c in checkpoints:
-        table.add_row(str(c.superstep), cell(c.id), when(c.created_at), c.source,
+        ref = f"@{c.superstep}" if c.namespace == "" else str(c.superstep)
+        table.add_row(ref, cell(c.id), when(c.created_at), c.source,
                       status_text(c.status), cell(", ".join(c.nodes)),
-                      cell(c.routing_reason or ""), f"{c.size:,}")
+                      cell(c.routing_reason or ""), byte_size(c.size))
     return table
+
+
+def byte_size(size: int) -> str:
+    """A size with its unit: ``812 B``, ``14.2 kB``, ``3.1 MB`` (powers of 1000)."""
+    value, unit = float(size), "B"
+    for bigger in ("kB", "MB", "GB"):
+        if value < 1000:
+            break
+        value, unit = value / 1000, bigger
+    return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def schema_summary(schema: dict[str, Any]) -> str:

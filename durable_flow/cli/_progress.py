@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
@@ -30,15 +28,23 @@ class NodeStats:
 
 
 class Tracker:
-    """Folds a run's events into what the live display and the summary show."""
+    """Folds a run's events into what the live display and the summary show.
 
-    def __init__(self, label: str) -> None:
+    ``superstep`` is the top-level superstep in progress; ``written`` counts
+    the top-level checkpoints this command wrote (a new run's input
+    checkpoint included), so after ``run`` it equals what ``history`` lists.
+    ``head`` is the superstep of the run's head checkpoint once it stopped,
+    the number ``show`` prints.
+    """
+
+    def __init__(self, label: str, run_id: str | None = None) -> None:
         self.label = label
         self.started = time.monotonic()
         self.ended: float | None = None
-        self.run_id = ""
+        self.run_id = run_id or ""
         self.superstep = 0
-        self.checkpoints = 0
+        self.written = 0
+        self.head: int | None = None
         self.nodes: dict[str, NodeStats] = {}
 
     @property
@@ -49,10 +55,13 @@ class Tracker:
     def add(self, event: Event) -> None:
         """Account for one event."""
         self.run_id = event.run_id or self.run_id
-        if event.kind == "superstep_started" and event.namespace == "":
+        top = event.namespace == ""
+        if event.kind == "run_started" and "input" in event.data:
+            self.written += 1  # the input checkpoint, committed with the new run
+        elif event.kind == "superstep_started" and top:
             self.superstep = event.superstep
-        elif event.kind == "checkpoint_saved":
-            self.checkpoints += 1
+        elif event.kind == "checkpoint_saved" and top:
+            self.written += 1
         elif event.node is not None:
             self._node_event(event.kind, event.node)
         if event.result is not None:
@@ -87,17 +96,19 @@ class Tracker:
 
     def __rich__(self) -> RenderableType:
         line = (f"{self.label} · superstep {self.superstep} · "
-                f"{self.checkpoints} checkpoint(s) · {self.elapsed:.1f}s")
+                f"{self.written} checkpoint(s) written · {self.elapsed:.1f}s")
+        from rich.spinner import Spinner
+
         running = ", ".join(self.running()) or "(between supersteps)"
         return Group(Spinner("dots", text=Text(line)),
                      Text(f"  run {self.run_id or '…'}\n  running: {running}", style="dim"))
 
     def summary(self, result: RunResult) -> RenderableType:
         """The end-of-run report: one status line and a table of nodes."""
+        at = f" at superstep {self.head}" if self.head is not None else ""
         head = Text.assemble(
             f"run {result.run_id} ", status_text(result.status),
-            f" · superstep {self.superstep} · {self.checkpoints} checkpoint(s) · "
-            f"{self.elapsed:.2f}s")
+            f"{at} · {self.written} checkpoint(s) written · {self.elapsed:.2f}s")
         if not self.nodes:
             return head
         table = Table(header_style="bold")
@@ -113,6 +124,8 @@ class Tracker:
 async def follow(events: AsyncIterator[Event], tracker: Tracker, console: Console,
                  *, live: bool) -> RunResult:
     """Consume a run's event stream, showing progress when ``live``; return the result."""
+    from rich.live import Live  # a terminal only
+
     result: RunResult | None = None
     display = Live(tracker, console=console, transient=True, refresh_per_second=8) \
         if live and console.is_terminal else None

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 def _read(opts: CliOptions, body: Callable[[Runtime], Awaitable[T]]) -> T:
     async def go() -> T:
-        async with opened(opts) as rt:
+        async with opened(opts, logs=False) as rt:
             return await body(rt)
 
     return asyncio.run(go())
@@ -56,7 +56,8 @@ def show(
     run_id: RunArg,
     checkpoint: Annotated[str | None, typer.Option(
         "--checkpoint", "-c", show_default=False,
-        help="Show this checkpoint (id or unique prefix) instead of the latest.")] = None,
+        help="Show this checkpoint instead of the latest: an id, a unique end of one, "
+             "or @SUPERSTEP (@3/review@2 inside a sub-workflow).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status, blackboard, pending requests and nested sub-workflow state."""
@@ -73,10 +74,26 @@ def show(
         make_console().print(snapshot_view(snap, info))
 
 
-def history(ctx: typer.Context, run_id: RunArg, namespace: NamespaceOpt = "",
-            as_json: JsonOpt = False) -> None:
-    """List a run's checkpoints, newest first: superstep, nodes, routing reason, size."""
-    found = _read(options(ctx), lambda rt: rt.history(run_id, namespace=namespace))
+def history(
+    ctx: typer.Context, run_id: RunArg, namespace: NamespaceOpt = "",
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, show_default=False, help="At most this many (the newest).")] = None,
+    before: Annotated[str | None, typer.Option(
+        "--before", metavar="CHECKPOINT", show_default=False,
+        help="Only checkpoints older than this one (to page on from the last one shown).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List a run's checkpoints, newest first: superstep, nodes, routing reason, size.
+
+    Any checkpoint can be named by @SUPERSTEP (top level) or by a unique end
+    of its id, wherever a command takes one.
+    """
+
+    async def body(rt: Runtime) -> list[Any]:
+        cp = await resolve_checkpoint(rt, run_id, before) if before else None
+        return await rt.history(run_id, namespace=namespace, limit=limit, before=cp)
+
+    found = _read(options(ctx), body)
     if as_json:
         emit_json(found)
     elif not found:
@@ -88,20 +105,21 @@ def history(ctx: typer.Context, run_id: RunArg, namespace: NamespaceOpt = "",
 def diff(
     ctx: typer.Context,
     run_id: RunArg,
-    a: Annotated[str, typer.Argument(metavar="A", show_default=False,
-                                     help="The earlier checkpoint (id or unique prefix).")],
-    b: Annotated[str, typer.Argument(metavar="B", show_default=False,
-                                     help="The later checkpoint (id or unique prefix).")],
-    namespace: NamespaceOpt = "",
+    a: Annotated[str, typer.Argument(
+        metavar="A", show_default=False,
+        help="The earlier checkpoint: an id, a unique end of one, or @SUPERSTEP.")],
+    b: Annotated[str, typer.Argument(
+        metavar="B", show_default=False,
+        help="The later checkpoint: an id, a unique end of one, or @SUPERSTEP.")],
     as_json: JsonOpt = False,
 ) -> None:
     """Show how the blackboard changed from checkpoint A to checkpoint B."""
 
     async def body(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
-        first = await resolve_checkpoint(rt, run_id, a, namespace)
-        second = await resolve_checkpoint(rt, run_id, b, namespace)
-        old = await rt.get_state(run_id, first, namespace=namespace)
-        new = await rt.get_state(run_id, second, namespace=namespace)
+        first = await resolve_checkpoint(rt, run_id, a)
+        second = await resolve_checkpoint(rt, run_id, b)
+        old = await rt.get_state(run_id, first)
+        new = await rt.get_state(run_id, second)
         return first, second, diff_values(old.values, new.values)
 
     first, second, changes = _read(options(ctx), body)

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import orjson
 import typer
 from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
 from ..build._builder import WorkflowBuilder
@@ -36,9 +37,11 @@ __all__ = [
     "load_object",
     "note",
     "options",
+    "preview_json",
     "read_json",
     "read_json_object",
     "resolve_workflow",
+    "scrub",
 ]
 
 DEFAULT_DB = "durable_flow.db"
@@ -56,6 +59,17 @@ class CliOptions:
     db: str = DEFAULT_DB
     log_json: bool = False
     debug: bool = False
+
+    def setup_logging(self) -> None:
+        """Route log lines to standard error, as ``--log-json`` and ``--debug`` ask.
+
+        Called by the commands that execute runs only: importing structlog
+        costs more than a command that reads the database takes.
+        """
+        from ..runtime._logging import configure_logging
+
+        level = "DEBUG" if self.debug else "INFO" if self.log_json else "WARNING"
+        configure_logging(json=self.log_json, level=level, tracebacks=self.debug or self.log_json)
 
     @property
     def db_args(self) -> list[str]:
@@ -95,14 +109,69 @@ def compact(value: Any) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
-    """A one-line description of an error, with what the user needs to fix it."""
+    """A one-line description of an error, with what the user needs to fix it.
+
+    Validation details are given as ``field: problem (got JSON)``, never as
+    pydantic's multi-line dump with documentation links and Python reprs, and
+    hints that name a Python argument (``allow_mismatch=True``) name the
+    command-line option instead (``--allow-mismatch``).
+    """
     if isinstance(exc, WorkflowValidationError):
         head = str(exc).split("\n", 1)[0].rstrip(":")
         return f"{head}: {'; '.join(exc.problems)}"
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _explained(exc)
     if isinstance(exc, InvalidResponseError) and exc.schema is not None:
         text += f"; expected JSON schema: {compact(exc.schema)}"
-    return text
+    return _PY_ARGUMENT.sub(lambda m: f"pass --{m.group(1).replace('_', '-')}", text)
+
+
+_PY_ARGUMENT = re.compile(r"pass ([a-z_]+)=True")
+_PYDANTIC_LINK = re.compile(r"\s*For further information visit \S+")
+_PYDANTIC_DETAIL = re.compile(r"\s*\[type=[^\]]*\]")
+
+
+def _explained(exc: BaseException) -> str:
+    """``str(exc)`` with the validation error it wraps (its context) rewritten."""
+    text = str(exc)
+    inner = exc.__cause__ or exc.__context__
+    if isinstance(inner, PydanticValidationError):
+        text = text.replace(str(inner), _pydantic_problems(inner))
+    elif type(inner).__name__ == "ValidationError" and hasattr(inner, "instance") \
+            and isinstance(message := getattr(inner, "message", None), str):
+        # jsonschema's: the answer checked against a request's schema
+        text = text.replace(message, _schema_problem(inner))
+    return scrub(text) or type(exc).__name__
+
+
+def scrub(text: str) -> str:
+    """One line of ``text``, without pydantic's documentation links and repr details."""
+    return " ".join(_PYDANTIC_DETAIL.sub("", _PYDANTIC_LINK.sub("", text)).split())
+
+
+def _pydantic_problems(error: PydanticValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"])
+        got = f" (got {preview_json(item['input'])})" if "input" in item else ""
+        problems.append(f"{where + ': ' if where else ''}{item['msg']}{got}")
+    return "; ".join(problems)
+
+
+def _schema_problem(error: Any) -> str:
+    """A JSON Schema error with the value as JSON rather than a Python repr."""
+    message: str = error.message.replace(repr(error.instance), preview_json(error.instance))
+    message = re.sub(r"'([^'\s]*)'", r'"\1"', message)
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"at {path.lstrip('.')}: {message}" if path else message
+
+
+def preview_json(value: Any, limit: int = 80) -> str:
+    """Compact JSON of ``value`` for messages, cut at ``limit`` characters."""
+    try:
+        text = compact(value)
+    except TypeError:
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def read_json(text: str, option: str) -> Any:

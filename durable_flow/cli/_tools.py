@@ -14,27 +14,13 @@ from rich.text import Text
 from ..errors import WorkflowValidationError
 from ..model._graph import Workflow
 from ._db import display_db, find_run, opened
-from ._options import DiagramFormat, JsonOpt, RegistryOpt
-from ._output import emit_json, make_console
-from ._support import CliError, fail, load_object, options, resolve_workflow
+from ._options import DiagramFormat, JsonOpt, RegistryOpt, TargetArg
+from ._output import byte_size, emit_json, make_console
+from ._prune import plan_prune, reclaim_disk
+from ._support import fail, options
+from ._targets import load_file, load_target
 
-__all__ = ["graph", "load_file", "prune", "upgrade", "validate"]
-
-_FILE_SUFFIXES = (".json", ".yaml", ".yml")
-
-
-def load_file(path: Path, registry_ref: str | None, notes: list[str] | None = None) -> Workflow:
-    """Load a declarative .json/.yaml workflow (``durable_flow.build.declarative._load``).
-
-    ``registry_ref`` (``MODULE:NAME``) is imported like a workflow reference;
-    the loader's remarks (such as unchecked agent names) go to ``notes``.
-    """
-    from ..build.declarative._load import load_workflow
-
-    if not path.is_file():
-        raise CliError(f"no file {path}")
-    registry = load_object(registry_ref) if registry_ref is not None else None
-    return load_workflow(path, registry, notes=notes)
+__all__ = ["graph", "prune", "upgrade", "validate"]
 
 
 def _render(workflow: Workflow, fmt: DiagramFormat) -> str:
@@ -45,9 +31,7 @@ def _render(workflow: Workflow, fmt: DiagramFormat) -> str:
 
 def graph(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(
-        metavar="MODULE:WORKFLOW|FILE", show_default=False,
-        help="A workflow object, or a declarative .json/.yaml file.")],
+    target: TargetArg,
     fmt: Annotated[DiagramFormat, typer.Option(
         "--format", "-f", case_sensitive=False, help="Diagram language.")] = DiagramFormat.MERMAID,
     registry: RegistryOpt = None,
@@ -55,11 +39,7 @@ def graph(
         "--json", help="Print the graph's structure as JSON instead of a diagram.")] = False,
 ) -> None:
     """Print the workflow's graph as a Mermaid (default) or Graphviz dot diagram."""
-    path = Path(target)
-    if path.suffix.lower() in _FILE_SUFFIXES or path.is_file():
-        workflow = load_file(path, registry)
-    else:
-        workflow = resolve_workflow(target)
+    workflow = load_target(target, registry).workflow
     if as_json:
         emit_json(workflow.describe())
         return
@@ -132,9 +112,20 @@ def prune(
         help="Only remove checkpoints older than this many days.")] = None,
     run_id: Annotated[str | None, typer.Option(
         "--run", metavar="RUN", show_default=False, help="Only this run.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Count what would be removed; change nothing.")] = False,
+    vacuum: Annotated[bool, typer.Option(
+        "--vacuum/--no-vacuum",
+        help="On SQLite, give the freed space back to the file system (VACUUM) afterwards.")
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove old checkpoints; never a head, a pending request or data a kept one needs."""
+    """Remove old checkpoints; never a head, a pending request or data a kept one needs.
+
+    On SQLite the file then shrinks (VACUUM; --no-vacuum skips it, and the
+    freed pages are reused by later runs instead). PostgreSQL reclaims the
+    space itself (autovacuum).
+    """
     opts = options(ctx)
     if keep_last is None and older_than_days is None:
         fail("db prune needs --keep-last N, --older-than-days D, or both")
@@ -144,10 +135,18 @@ def prune(
         async with opened(opts) as rt:
             if run_id is not None:
                 await find_run(rt, run_id)
+            if dry_run:
+                return await plan_prune(rt, run_id, keep_last, older)
             return await rt.prune(run_id, keep_last=keep_last, older_than=older)
 
     removed = asyncio.run(go())
+    disk = reclaim_disk(opts.db) if vacuum and not dry_run and removed else None
     if as_json:
-        emit_json({"removed": removed})
-    else:
-        make_console().print(Text(f"removed {removed} checkpoint(s)"))
+        emit_json({"removed": removed, "dry_run": dry_run,
+                   **({"bytes_before": disk[0], "bytes_after": disk[1]} if disk else {})})
+        return
+    verb = "would remove" if dry_run else "removed"
+    line = f"{verb} {removed} checkpoint(s)"
+    if disk is not None:
+        line += f"; {display_db(opts.db)}: {byte_size(disk[0])} → {byte_size(disk[1])}"
+    make_console().print(Text(line), soft_wrap=True)

@@ -14,13 +14,15 @@ from ..model._graph import Workflow
 from ..runtime._worker import Worker
 from ._db import display_db, open_store
 from ._output import make_console
-from ._support import CliOptions, options, resolve_workflow
+from ._support import CliOptions, options
+from ._targets import load_target
 
 __all__ = ["worker"]
 
 TargetsArg = Annotated[list[str], typer.Argument(
-    metavar="MODULE:WORKFLOW...", show_default=False,
-    help="The workflows this worker runs (each name and version it is given).")]
+    metavar="WORKFLOW...", show_default=False,
+    help="The workflows this worker runs (each name and version it is given): MODULE:NAME "
+         "or path/to/file.py:NAME.")]
 
 
 def worker(
@@ -41,7 +43,8 @@ def worker(
     grace period; what is left goes back to the queue); a second one stops at once.
     """
     opts = options(ctx)
-    workflows = [resolve_workflow(t) for t in targets]
+    opts.setup_logging()
+    workflows = [load_target(t).workflow for t in targets]
     made = Worker(open_store(opts.db, create=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
                   name=name)

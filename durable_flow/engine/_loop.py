@@ -13,12 +13,12 @@ thread is ``waiting`` or ``failed``.
 from __future__ import annotations
 
 import asyncio
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from .._logs import get_logger
 from ..errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -62,7 +62,7 @@ from ._task import (
 
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 
 class RunContext:
@@ -328,7 +328,8 @@ class ThreadRunner:
         async def on_retry(attempt_no: int, exc: BaseException, delay: float) -> None:
             log.warning("node_retrying", attempt=attempt_no, error=repr(exc), delay=delay)
             self.rc.emit("node_retrying", self.namespace, step, qual, attempt=attempt_no,
-                         error=f"{type(exc).__name__}: {exc}", delay=delay)
+                         error=f"{type(exc).__name__}: {exc}", delay=delay,
+                         error_type=type(exc).__name__, traceback=_traceback(exc))
 
         try:
             out = await (spec.retry.call(attempt, on_retry) if spec.retry else attempt())
@@ -340,9 +341,10 @@ class ThreadRunner:
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and cancelled_from_outside():
                 raise  # the run is being stopped; a node raising CancelledError just fails
-            log.error("node_failed", error=f"{type(exc).__name__}: {exc}")
+            log.error("node_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             self.rc.emit("node_failed", self.namespace, step, qual,
-                         error=f"{type(exc).__name__}: {exc}")
+                         error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,
+                         traceback=_traceback(exc))
             return failed(node, exc)
         finally:
             # a step write whose fn ran lands before the outcome, and before the
@@ -512,6 +514,11 @@ class ThreadRunner:
             task_writes=[self._task_write(st, r) for r in unsaved],
             requests=requests or [], reopen=reopen or [], run=run)
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
+
+
+def _traceback(exc: BaseException) -> str:
+    """The exception's traceback as text, for logs and traces of a failed attempt."""
+    return "".join(traceback.format_exception(exc))
 
 
 def _task_outcome(fut: asyncio.Task[TaskResult], fence: TaskFence) -> TaskResult:

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from .._logs import get_logger, is_configured
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
 from ..errors import LeaseLostError, RunNotFoundError
 from ..model._clock import utcnow
@@ -22,8 +23,11 @@ from ..model._records import Event, EventKind, RunResult, RunStatus
 from ..store._protocols import CheckpointStore, Lease
 from ._inspect import to_pending
 from ._lease import keep_lease
+from ._observe import RunObserver
 
 __all__ = ["Body", "Executor", "final_event"]
+
+_log = get_logger()
 
 Body = Callable[[RunContext], Awaitable[ThreadOutcome]]
 
@@ -62,15 +66,19 @@ class Executor:
                       *, events: bool) -> AsyncIterator[Event]:
         """Run ``body`` under ``lease``; yield its events, the last one with the result."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        rc = RunContext(self.store, lease, workflow.name, queue.put_nowait if events else None)
+        # every event is logged and traced; a stream also gets it
+        observer = RunObserver(lease, workflow.name, queue.put_nowait if events else None)
+        rc = RunContext(self.store, lease, workflow.name, observer.emit)
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
         renew = asyncio.create_task(self._renew(rc))
         task.add_done_callback(lambda _t: queue.put_nowait(None))
+        final: Event | None = None
         try:
             while (event := await queue.get()) is not None:
                 yield event
-            yield task.result()
+            final = task.result()
+            yield final
         finally:
             renew.cancel()
             if not task.done():
@@ -79,6 +87,7 @@ class Executor:
                     await task
             if self.active.get(lease.run_id) is task:
                 del self.active[lease.run_id]
+            observer.finish(final, _stopped_by(task) if final is None else None)
 
     async def _guarded(self, rc: RunContext, workflow: Workflow, body: Body) -> Event:
         try:
@@ -106,6 +115,9 @@ class Executor:
     async def _release(self, lease: Lease) -> None:
         with contextlib.suppress(Exception):
             await self.store.release_lease(lease, requeue=self.requeue_on_abort)
+            if is_configured():
+                _log.debug("lease_released", run_id=lease.run_id, epoch=lease.epoch,
+                           requeued=self.requeue_on_abort)
 
     async def _renew(self, rc: RunContext) -> None:
         await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)
@@ -126,3 +138,10 @@ class Executor:
             run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),
             pending_requests=tuple(to_pending(r) for r in open_rows),
             checkpoint_id=record.head_checkpoint_id or state.meta.id, error=record.error)
+
+
+def _stopped_by(task: asyncio.Task[Any]) -> BaseException | None:
+    """Why an execution ended without a result: its error, or a cancellation."""
+    if task.cancelled():
+        return asyncio.CancelledError()
+    return task.exception() if task.done() else None

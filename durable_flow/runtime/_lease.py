@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -23,13 +22,14 @@ from tenacity import (
     wait_random,
 )
 
+from .._logs import get_logger, is_configured
 from ..engine._loop import RunContext
 from ..errors import LeaseLostError
 from ..store._protocols import CheckpointStore, Lease
 
 __all__ = ["keep_lease"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 
 async def keep_lease(store: CheckpointStore, rc: RunContext, ttl: float,
@@ -46,6 +46,9 @@ async def keep_lease(store: CheckpointStore, rc: RunContext, ttl: float,
         await asyncio.sleep(ttl / 3)
         try:
             rc.lease = await _renew(store, rc, ttl)
+            if is_configured():
+                _log.debug("lease_renewed", run_id=rc.run_id, epoch=rc.lease.epoch,
+                           expires_at=rc.lease.expires_at.isoformat())
         except LeaseLostError as exc:
             _log.warning("lease_lost", run_id=rc.run_id, epoch=rc.lease.epoch)
             on_lost(exc)

@@ -23,7 +23,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def configure_logging(json: bool = False, level: str = "INFO", *,
-                      stream: TextIO | None = None) -> None:
+                      stream: TextIO | None = None, tracebacks: bool = True) -> None:
     """Send structlog's lines (durable-flow's included) to ``stream``, one per line.
 
     ``json=True`` renders each line as one JSON object (``event``, ``level``,
@@ -32,8 +32,13 @@ def configure_logging(json: bool = False, level: str = "INFO", *,
     terminal, in colour when ``stream`` is one. Lines below ``level``
     (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``, ``CRITICAL``; any case) are
     dropped. ``stream`` defaults to standard error, looked up at each line so
-    that redirections of ``sys.stderr`` are followed. Raises ``ValueError``
-    for an unknown level. Calling it again replaces the configuration.
+    that redirections of ``sys.stderr`` are followed. A failed node's line
+    carries its traceback (``exception`` in JSON) unless ``tracebacks`` is
+    False. Raises ``ValueError`` for an unknown level. Calling it again
+    replaces the configuration.
+
+    What is logged at which level (runs, supersteps, nodes, retries,
+    requests, leases) is listed in ``durable_flow.runtime._observe``.
     """
     threshold = _level_number(level)
     renderer: Any
@@ -47,6 +52,8 @@ def configure_logging(json: bool = False, level: str = "INFO", *,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
     ]
+    if not tracebacks:
+        processors.append(_drop_exc_info)
     if json:
         # The console renderer formats exceptions itself; JSON needs them as text.
         processors.append(structlog.processors.format_exc_info)
@@ -57,6 +64,11 @@ def configure_logging(json: bool = False, level: str = "INFO", *,
         # Not cached: each bound logger looks the stream up again (see _StreamLoggerFactory).
         cache_logger_on_first_use=False,
     )
+
+
+def _drop_exc_info(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    event.pop("exc_info", None)
+    return event
 
 
 def _level_number(level: str) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from typing import Any
 from uuid import UUID
 
-import jsonschema
 import orjson
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
@@ -47,10 +47,7 @@ async def check_responses(
                 continue
             raise UnknownRequestError(record.run_id, rid)
         schema = _stored(row, lambda r: response_schema(r.response_schema), "response schema")
-        try:
-            _validate(row, to_jsonable_python(answer), schema)
-        except jsonschema.ValidationError as exc:
-            raise InvalidResponseError(rid, exc.message, schema) from None
+        _validate(rid, row, to_jsonable_python(answer), schema)
         answers[rid] = data
     return answers, repeated
 
@@ -63,15 +60,6 @@ def _stored(row: RequestRow, read: Callable[[RequestRow], Any], what: str) -> An
         raise corrupted(row.run_id, row.checkpoint_id, exc, f"the {what} of {row.id!r}") from None
 
 
-def _validate(row: RequestRow, answer: Any, schema: dict[str, Any]) -> None:
-    """Check an answer against the request's schema; a damaged schema is reported as such."""
-    try:
-        jsonschema.validate(answer, schema, format_checker=_FORMATS)
-    except (jsonschema.SchemaError, re.error) as exc:
-        raise corrupted(row.run_id, row.checkpoint_id, exc,
-                        f"the response schema of {row.id!r}") from None
-
-
 def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:
     def check(value: object) -> bool:
         if isinstance(value, str):
@@ -81,12 +69,35 @@ def _format_check(adapter: TypeAdapter[Any]) -> Callable[[object], bool]:
     return check
 
 
-# String formats are checked the way the node's pydantic type will parse them,
-# so an answer that passes here does not fail later inside ``ctx.request``.
-_FORMATS = jsonschema.FormatChecker()
-for _name, _type in (("date-time", datetime), ("date", date), ("time", time),
-                     ("duration", timedelta), ("uuid", UUID)):
-    _FORMATS.checks(_name, raises=ValidationError)(_format_check(TypeAdapter(_type)))
+def _validate(rid: str, row: RequestRow, answer: Any, schema: dict[str, Any]) -> None:
+    """``InvalidResponseError`` unless ``answer`` fits the request's JSON Schema.
+
+    A damaged stored schema is reported as ``CheckpointCorruptedError``.
+    """
+    import jsonschema  # on first answer only: it costs more to import than the rest here
+
+    try:
+        jsonschema.validate(answer, schema, format_checker=_formats())
+    except jsonschema.ValidationError as exc:
+        raise InvalidResponseError(rid, exc.message, schema) from None
+    except (jsonschema.SchemaError, re.error) as exc:
+        raise corrupted(row.run_id, row.checkpoint_id, exc,
+                        f"the response schema of {row.id!r}") from None
+
+
+@cache
+def _formats() -> Any:
+    """String formats checked the way the node's pydantic type will parse them.
+
+    So an answer that passes here does not fail later inside ``ctx.request``.
+    """
+    import jsonschema
+
+    checker = jsonschema.FormatChecker()
+    for name, kind in (("date-time", datetime), ("date", date), ("time", time),
+                       ("duration", timedelta), ("uuid", UUID)):
+        checker.checks(name, raises=ValidationError)(_format_check(TypeAdapter(kind)))
+    return checker
 
 
 def _plain(rid: str, answer: Any) -> tuple[bytes, Any]:

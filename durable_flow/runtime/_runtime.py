@@ -263,24 +263,41 @@ class Runtime:
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
-                   update: Mapping[str, Any] | None = None,
-                   allow_mismatch: bool = False) -> RunResult:
+                   update: Mapping[str, Any] | None = None, allow_mismatch: bool = False,
+                   new_run_id: str | None = None) -> RunResult:
         """Start a new run from a checkpoint of ``run_id`` (``update`` applied first).
 
-        The new run, its copied checkpoints and its lease are created in one
-        transaction; a fork that fails before that writes nothing.
+        The new run (id ``new_run_id``, default a new uuid7), its copied
+        checkpoints and its lease are created in one transaction; a fork that
+        fails before that writes nothing.
         """
+        return await last_result(self._fork(workflow, run_id, checkpoint_id, update,
+                                            allow_mismatch, new_run_id, events=False))
+
+    async def stream_fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
+                          update: Mapping[str, Any] | None = None, allow_mismatch: bool = False,
+                          new_run_id: str | None = None) -> AsyncIterator[Event]:
+        """Like :meth:`fork`, yielding events; the last one carries the ``RunResult``."""
+        async for event in self._fork(workflow, run_id, checkpoint_id, update, allow_mismatch,
+                                      new_run_id, events=True):
+            yield event
+
+    async def _fork(self, workflow: Workflow, run_id: str, checkpoint_id: str,
+                    update: Mapping[str, Any] | None, allow_mismatch: bool,
+                    fork_id: str | None, *, events: bool) -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_mapping("update", update)
+        check_start_args(fork_id, None)
         if not isinstance(checkpoint_id, str):
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         self._check_signature(workflow, source, allow_mismatch)
-        lease = self._new_lease(new_run_id())
+        lease = self._new_lease(fork_id or new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
         state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
-        return await last_result(self._begin(workflow, lease, state, False, source.max_supersteps,
-                                       forked_from=checkpoint_id))
+        async for event in self._begin(workflow, lease, state, events, source.max_supersteps,
+                                       forked_from=checkpoint_id):
+            yield event
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
                            as_node: str | None = None) -> str:
@@ -493,7 +510,7 @@ class Runtime:
         """
         record = await self._require(run_id)
         if record.status.is_final:
-            raise RunNotResumableError(run_id, record.status.value)
+            raise RunNotResumableError(run_id, record.status.value, "cancelled")
         task = self._exec.active.get(run_id)
         if task is not None and not task.done():
             self._exec.cancelling.add(run_id)

@@ -23,9 +23,9 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential, wait_random
 
+from .._logs import get_logger
 from ..errors import InvalidInputError, StoreError, WorkflowMismatchError
 from ..model._graph import Workflow
 from ..model._ids import new_id
@@ -36,7 +36,7 @@ from ._signals import Listening, signals_for
 
 __all__ = ["Worker"]
 
-_log = structlog.get_logger("durable_flow")
+_log = get_logger()
 
 
 class Worker:

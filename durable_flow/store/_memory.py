@@ -197,7 +197,7 @@ class MemoryStore:
         async with self._lock:
             run = self._require_run(run_id)
             if run.status.is_final:
-                raise RunNotResumableError(run_id, run.status.value)
+                raise RunNotResumableError(run_id, run.status.value, "cancelled")
             run = dataclasses.replace(
                 run, status=RunStatus.CANCELLED, lease_owner=None, lease_expires_at=None,
                 lease_epoch=run.lease_epoch + 1, updated_at=utcnow())
