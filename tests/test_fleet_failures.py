@@ -161,7 +161,7 @@ def test_two_recover_commands_at_once_execute_each_run_once(pg_db: str, tmp_path
         assert (first.wait(60), second.wait(60)) == (0, 0), (f.log("recover1"), f.log("recover2"))
     check_runs(make_store, ids)
     by_run = _one_recoverer_per_run(f, ids, dead)
-    recovered = {name: {r["run_id"] for r in json.loads(f.log(name))}
+    recovered = {name: {r["run_id"] for r in json.loads(f.log(name))["recovered"]}
                  for name in ("recover1", "recover2")}
     assert recovered["recover1"].isdisjoint(recovered["recover2"])
     assert recovered["recover1"] | recovered["recover2"] == set(ids)

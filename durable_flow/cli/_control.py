@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import RunLockedError
+from ..errors import RunLockedError, RunNotResumableError
 from ..model._clock import utcnow
 from ..model._records import RunResult, RunStatus
 from ..runtime._runtime import Runtime
@@ -85,6 +85,8 @@ async def _recover(opts: CliOptions, workflow: Any,
                 results.append(await _resume_one(rt, workflow, record.run_id, console, as_json))
             except RunLockedError as exc:  # another process took it over meanwhile
                 held.append(Held(record.run_id, exc.owner, exc.expires_in))
+            except RunNotResumableError:
+                continue  # another process finished or cancelled it since the listing
     return results, held
 
 
