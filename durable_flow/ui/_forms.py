@@ -15,6 +15,7 @@ belongs to.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,7 +32,9 @@ ROOT = "answer"
 FieldKind = Literal["boolean", "enum", "string", "integer", "number", "object", "array", "json"]
 Raw = Mapping[str, list[str]]
 _MISSING: Any = object()
-_ROW = "__i__"  # the index of an array row that the page has not added yet
+# The index of an array row the page has not added yet: one per nesting depth, so
+# adding an outer row fills in its own index and leaves the inner rows' alone.
+_ROW = re.compile(r"__i\d+__")
 
 
 @dataclass(slots=True)
@@ -200,7 +203,9 @@ def _build_rows(f: FormField, spec: Mapping[str, Any], root: Mapping[str, Any], 
         rows = [(str(i), values[i] if i < len(values) else _MISSING) for i in range(count)]
     f.rows = [_build(item, root, _child(f.name, i), f"item {n + 1}", True, raw, errors, value)
               for n, (i, value) in enumerate(rows)]
-    f.row_template = _build(item, root, _child(f.name, _ROW), "new item", True, None, {}, _MISSING)
+    placeholder = f"__i{len(_ROW.findall(f.name))}__"
+    f.row_template = _build(item, root, _child(f.name, placeholder), "new item", True, None, {},
+                            _MISSING)
 
 
 def _fill_scalar(f: FormField, spec: Mapping[str, Any], raw: Raw | None, default: Any) -> None:
@@ -234,7 +239,7 @@ def read_answer(schema: Mapping[str, Any], raw: Raw) -> tuple[Any, dict[str, str
         return None, errors
     for problem in _schema_problems(value, root, names):
         errors.setdefault(problem[0], problem[1])
-    return value, errors
+    return (None, errors) if errors else (value, errors)
 
 
 def _read(schema: Mapping[str, Any], root: Mapping[str, Any], name: str, required: bool,
