@@ -136,7 +136,11 @@ def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
     ids = {node: f"n{i}" for i, node in enumerate(workflow.nodes)}
     marked = sorted({ids[n] for n in (_INSTANCE.sub("", c.split(".", 1)[0]) for c in current)
                      if n in ids})
-    lines = [to_mermaid(workflow).rstrip("\n")]
+    # the start and end points as small stadiums: the vendored renderer draws
+    # labelled circles several times larger than the nodes
+    chart = to_mermaid(workflow).replace('(("start"))', '(["start"])').replace(
+        '(("end"))', '(["end"])')
+    lines = [chart.rstrip("\n")]
     if marked:
         lines.append("    classDef current fill:#ffd166,stroke:#b45309,stroke-width:3px")
         lines.extend(f"    class {m} current" for m in marked)

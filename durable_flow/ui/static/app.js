@@ -56,9 +56,9 @@
   }
 
   function drawGraphs() {
-    if (window.mermaid && document.querySelector("pre.mermaid")) {
+    if (window.mermaid && document.querySelector("div.mermaid")) {
       mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { useMaxWidth: false } });
-      mermaid.run({ querySelector: "pre.mermaid:not([data-processed])" });
+      mermaid.run({ querySelector: "div.mermaid:not([data-processed])" });
     }
   }
 
