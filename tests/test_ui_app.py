@@ -287,6 +287,7 @@ async def test_a_token_is_required_on_every_page_and_api_call() -> None:
     async with serving(store, token=TOKEN) as client:
         page = await client.get("/")
         assert page.status_code == 401 and 'name="token"' in page.text
+        assert "Log out" not in page.text
         assert (await client.get("/runs")).status_code == 401
         api = await client.get("/api/inbox")
         assert api.status_code == 401 and api.headers["www-authenticate"] == "Bearer"
@@ -309,7 +310,8 @@ async def test_the_login_form_sets_an_http_only_cookie_that_is_not_the_token() -
         assert done.status_code == 303 and done.headers["location"] == "/"
         cookie = done.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
-        assert (await client.get("/")).status_code == 200
+        home = await client.get("/")
+        assert home.status_code == 200 and "Log out" in home.text
         # an API write authenticated by the cookie needs the CSRF header too
         refused = await client.post("/api/runs/x/cancel", json={})
         assert refused.status_code == 403

@@ -14,7 +14,7 @@ from ._support import CliError, options, resolve_workflow
 __all__ = ["ui"]
 
 TargetsArg = Annotated[list[str] | None, typer.Argument(
-    metavar="[MODULE:WORKFLOW]...", show_default=False,
+    metavar="MODULE:WORKFLOW", show_default=False,
     help="Workflows this server runs itself: answered runs of them continue here, and their "
          "runs can be forked. Without them a separate `durable-flow worker` continues runs.")]
 

@@ -110,6 +110,7 @@ async def _guard(request: Request, call_next: Next) -> Response:
     auth = security.authenticate(request)
     if auth is None and not (path.startswith("/static/") or path == "/login"):
         return _unauthorized(request)
+    request.state.auth = auth
     if auth is not None and path.startswith("/api/") and request.method not in ("GET", "HEAD"):
         why = security.api_write_ok(request, auth)
         if why is not None:

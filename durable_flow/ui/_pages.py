@@ -46,10 +46,10 @@ class RequestCard:
 
 
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
-    """A template with what every page needs (the CSRF token, whether login is on)."""
+    """A template with what every page needs (the CSRF token, whether to offer log out)."""
     security: Security = request.app.state.security
     base = {"csrf_field": CSRF_FIELD, "csrf_token": security.csrf_token(request),
-            "login_enabled": security.token is not None,
+            "logged_in": getattr(request.state, "auth", None) == "cookie",
             "has_deadlines": "expires_at" in PendingRequest.__dataclass_fields__}
     response: Response = request.app.state.templates.TemplateResponse(
         request, name, {**base, **context}, status_code=status)
