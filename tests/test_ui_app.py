@@ -205,6 +205,19 @@ async def test_the_run_page_shows_timeline_state_diff_tree_graph_and_histories(
         assert "Blackboard" in inner and "legal" in inner
 
 
+async def test_the_timeline_loads_older_checkpoints_a_page_at_a_time(
+        store_factory: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    result = await start(store_factory, uikit.approval, {"topic": "tides"})
+    monkeypatch.setattr(pages, "PAGE", 1)
+    async with serving(store_factory()) as client:
+        html = (await client.get(f"/runs/{result.run_id}")).text
+        found = re.search(r'hx-get="(/runs/[^"]+/timeline[^"]+)"', html)
+        step = '<span class="superstep">#{}</span>'.format
+        assert found and step(1) in html and step(0) not in html
+        older = (await client.get(found.group(1).replace("&amp;", "&"))).text
+        assert step(0) in older and "older checkpoints" not in older
+
+
 async def test_cancel_and_fork_from_the_run_page(store_factory: Callable[[], Any]) -> None:
     result = await start(store_factory, uikit.approval, {"topic": "tides"})
     async with serving(store_factory(), workflows=[uikit.approval]) as client:

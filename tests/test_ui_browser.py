@@ -90,6 +90,19 @@ def test_an_answer_given_in_the_page_completes_the_run(page: Page, url: str, db:
     assert state(db, run.run_id)[1]["approved"] is True
 
 
+def test_the_run_page_follows_a_run_answered_on_it(page: Page, url: str, db: Path) -> None:
+    run = start(db, uikit.slow, {"topic": "the batch"})
+    page.goto(f"{url}/runs/{run.run_id}")
+    expect(page.locator("#run-status")).to_have_text("waiting")
+    item = card(page, run.run_id)
+    item.get_by_label("yes").check()
+    item.get_by_role("button", name="Send answer").click()
+    # no reload: the page polls the API and swaps its run section in as the run moves on
+    expect(page.locator("#run-status")).to_have_text("running")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    expect(page.locator(".timeline")).to_contain_text("work")
+
+
 def test_a_wrong_typed_answer_shows_the_error_and_changes_nothing(
         page: Page, url: str, db: Path) -> None:
     run = start(db, uikit.review, {"title": "Tides"})

@@ -8,6 +8,7 @@ is Debian's Chromium driven by Playwright (never a downloaded browser).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -26,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TARGETS = ["uikit:approval", "uikit:review", "uikit:parent"]
+TARGETS = ["uikit:approval", "uikit:review", "uikit:parent", "uikit:slow"]
 
 
 class Draft(Blackboard):
@@ -93,7 +94,25 @@ def _parent() -> Any:
     return b.build()
 
 
+def _slow() -> Any:
+    b = WorkflowBuilder("slow", state=Draft)
+
+    @b.node()
+    async def approve(state: Draft, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"Start {state.topic}?"}, response_type=bool)
+        return {"approved": ok}
+
+    @b.node()
+    async def work(state: Draft, ctx: Any) -> dict[str, Any]:
+        await asyncio.sleep(1.5)  # long enough to watch the run page follow it
+        return {}
+
+    b.set_entry("approve").add_edge("approve", "work").add_edge("work", END)
+    return b.build()
+
+
 approval = _approval()
+slow = _slow()
 review = _review()
 parent = _parent()
 
