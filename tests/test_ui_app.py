@@ -309,7 +309,10 @@ async def test_a_token_is_required_on_every_page_and_api_call() -> None:
         assert wrong.status_code == 401
         ok = await client.get("/api/inbox", headers={"authorization": f"Bearer {TOKEN}"})
         assert ok.status_code == 200 and ok.json()["requests"][0]["run_id"] == result.run_id
-        assert (await client.get("/static/htmx.min.js")).status_code == 200
+        assert (await client.get("/static/htmx.min.js")).status_code == 401
+        script = await client.get("/static/htmx.min.js",
+                                  headers={"authorization": f"Bearer {TOKEN}"})
+        assert script.status_code == 200 and "htmx" in script.text
 
 
 async def test_the_login_form_sets_an_http_only_cookie_that_is_not_the_token() -> None:

@@ -108,7 +108,7 @@ async def _guard(request: Request, call_next: Next) -> Response:
         return Response("This server answers only on localhost.", status_code=400,
                         media_type="text/plain")
     auth = security.authenticate(request)
-    if auth is None and not (path.startswith("/static/") or path == "/login"):
+    if auth is None and path != "/login":
         return _unauthorized(request)
     request.state.auth = auth
     if auth is not None and path.startswith("/api/") and request.method not in ("GET", "HEAD"):

@@ -150,7 +150,7 @@ def _shown(value: Any, kind: FieldKind) -> str:
     """How a value (a default) reads in a text input."""
     if value is None:
         return ""
-    if kind in ("string",) and isinstance(value, str):
+    if kind == "string" and isinstance(value, str):
         return value
     if kind == "boolean":
         return "true" if value else "false"
@@ -213,8 +213,6 @@ def _fill_scalar(f: FormField, spec: Mapping[str, Any], raw: Raw | None, default
         f.options = [(_json(v), str(v) if isinstance(v, str) else _json(v)) for v in _choices(spec)]
     elif f.kind == "string" and spec.get("format") in ("date", "time", "email"):
         f.input_type = str(spec["format"])
-    elif f.kind in ("integer", "number"):
-        f.input_type = "text"
     if raw is not None:
         f.value = (raw.get(f.name) or [""])[-1]
     elif default is not _MISSING:

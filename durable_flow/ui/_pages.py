@@ -22,11 +22,15 @@ from ._security import CSRF_FIELD, SESSION_COOKIE, Security
 from ._service import UiService
 from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at
 
-__all__ = ["RequestCard", "render", "router"]
+__all__ = ["CsrfError", "RequestCard", "render", "router"]
 
 Service = Annotated[UiService, Depends(service)]
 PAGE = 50
 router = APIRouter(include_in_schema=False)
+
+
+class CsrfError(Exception):
+    """A form without this browser's CSRF token (answered 403)."""
 
 
 @dataclass(slots=True)
@@ -68,10 +72,6 @@ async def _checked_form(request: Request) -> dict[str, list[str]]:
     if not request.app.state.security.csrf_ok(request, token):
         raise CsrfError
     return raw
-
-
-class CsrfError(Exception):
-    """A form without this browser's CSRF token (answered 403)."""
 
 
 # -- the inbox ----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
   elsewhere cannot reach it through DNS rebinding.
 * With a token every request needs it, on any address: ``Authorization:
   Bearer <token>``, or the HttpOnly cookie the login form sets (which holds
-  an HMAC of the token, never the token). Anything else is answered 401.
+  an HMAC of the token, never the token). Anything else is answered 401;
+  only the (self-contained) login form is served without it.
 * Every form that changes something carries ``csrf_token``: an HMAC, under a
   secret of this server, of a random HttpOnly ``SameSite=Strict`` cookie
   (signed double submit). JSON API writes must be ``application/json`` (a
