@@ -198,6 +198,8 @@ async def test_the_run_page_shows_timeline_state_diff_tree_graph_and_histories(
         assert 'class="mermaid"' in html and "class n1 current" not in html  # an old checkpoint
         head = (await client.get(f"/runs/{result.run_id}")).text
         assert "class n1 current" in head  # approve, the node waiting
+        diff_link = f"?cp={newest['id']}&amp;vs={oldest['id']}"
+        assert diff_link in head  # every older checkpoint can be compared with the head
         assert "Fork from checkpoint" in head and "disabled" not in head.split("Fork from")[0][-80:]
         tree = (await client.get(f"/runs/{nested.run_id}")).text
         assert f'href="/runs/{nested.run_id}?ns=legal"' in tree

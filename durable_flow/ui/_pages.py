@@ -154,7 +154,8 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
     shown = subworkflow_at(workflow, snap.namespace) if workflow is not None else None
     current = snap.next_tasks if not cp else ()
     return render(request, "run.html", {
-        "info": info, "snap": snap, "head": head, "history": history, "cp": cp, "ns": ns,
+        "info": info, "snap": snap, "head": head, "history": history, "ns": ns,
+        "cp": cp or snap.checkpoint_id,  # the selected checkpoint: the head by default
         "compare": compare,
         "changes": diff_values(compare.values, snap.values) if compare else None,
         "ns_tree": namespace_tree(await svc.namespaces(run_id)),
