@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The web UI's browser tests run Debian's Chromium (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
 # The PostgreSQL tests need a server: this machine's unless the environment names
 # another (.ci/run starts it). Each test session creates and drops its own database.
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
@@ -19,7 +21,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/showcase.py
 
-test: $(STAMP)
+$(CHROMIUM):
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m ruff check durable_flow tests examples
 	$(BIN)/python -m mypy durable_flow
 	$(BIN)/python -m pytest -q

@@ -19,7 +19,7 @@ from ..model._serde import as_bytes, encode
 from ..store._protocols import CheckpointStore, RequestRow, RunRecord
 from ._inspect import response_schema
 
-__all__ = ["check_responses"]
+__all__ = ["check_responses", "format_checker"]
 
 
 async def check_responses(
@@ -77,7 +77,7 @@ def _validate(rid: str, row: RequestRow, answer: Any, schema: dict[str, Any]) ->
     import jsonschema  # on first answer only: it costs more to import than the rest here
 
     try:
-        jsonschema.validate(answer, schema, format_checker=_formats())
+        jsonschema.validate(answer, schema, format_checker=format_checker())
     except jsonschema.ValidationError as exc:
         raise InvalidResponseError(rid, exc.message, schema) from None
     except (jsonschema.SchemaError, re.error) as exc:
@@ -86,7 +86,7 @@ def _validate(rid: str, row: RequestRow, answer: Any, schema: dict[str, Any]) ->
 
 
 @cache
-def _formats() -> Any:
+def format_checker() -> Any:
     """String formats checked the way the node's pydantic type will parse them.
 
     So an answer that passes here does not fail later inside ``ctx.request``.

@@ -29,6 +29,7 @@ from ._protocols import (
     CheckpointWrite,
     Claim,
     Commit,
+    InboxCursor,
     Lease,
     LoadedCheckpoint,
     RequestRow,
@@ -324,11 +325,14 @@ class MemoryStore:
                 and (checkpoint_id is None or r.checkpoint_id == checkpoint_id)]
         return sorted(rows, key=lambda r: (r.created_at, r.id))
 
-    async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first."""
-        rows = [r for r in self._requests.values() if r.answer is None
-                and (workflow_name is None or r.workflow_name == workflow_name)]
-        return sorted(rows, key=lambda r: (r.created_at, r.run_id, r.id))
+    async def pending_requests(self, *, workflow_name: str | None = None, limit: int | None = None,
+                               after: InboxCursor | None = None) -> list[RequestRow]:
+        """Every open request across all runs, oldest first; ``limit`` and ``after`` page it."""
+        rows = sorted((r for r in self._requests.values() if r.answer is None
+                       and (workflow_name is None or r.workflow_name == workflow_name)
+                       and (after is None or (r.created_at, r.run_id, r.id) > after)),
+                      key=lambda r: (r.created_at, r.run_id, r.id))
+        return rows if limit is None else rows[:limit]
 
     # retention --------------------------------------------------------------
     async def prune(

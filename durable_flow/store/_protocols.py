@@ -71,6 +71,7 @@ __all__ = [
     "Claim",
     "Commit",
     "Inbox",
+    "InboxCursor",
     "Journal",
     "Lease",
     "LoadedCheckpoint",
@@ -85,6 +86,10 @@ __all__ = [
     "check_respondable",
     "claimed_record",
 ]
+
+
+# Where a page of the inbox ends: the (created_at, run_id, request id) of its last request.
+InboxCursor = tuple[datetime, str, str]
 
 
 @runtime_checkable
@@ -279,8 +284,15 @@ class Inbox(Protocol):
         """Requests of a run, oldest first."""
         ...
 
-    async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first (the inbox)."""
+    async def pending_requests(self, *, workflow_name: str | None = None, limit: int | None = None,
+                               after: InboxCursor | None = None) -> list[RequestRow]:
+        """Every open request across all runs, oldest first (the inbox).
+
+        Ordered by ``(created_at, run_id, id)``. A page: at most ``limit``
+        requests, only those ordered after the cursor ``after`` (the key of
+        the last request of the previous page), read without scanning the
+        requests before it.
+        """
         ...
 
 

@@ -299,6 +299,31 @@ async def test_requests_open_answered_and_inbox_order(store: CheckpointStore) ->
     assert len(await store.get_requests("r1", checkpoint_id=head1)) == 2
 
 
+async def test_inbox_pages_by_limit_and_cursor_in_inbox_order(store: CheckpointStore) -> None:
+    c1, l1 = await start_run(store, "r1", workflow="wf1")
+    c2, l2 = await start_run(store, "r2", workflow="wf2")
+    # q1 and q0 share a created_at: the run id breaks the tie, then the request id
+    await store.commit(Commit(l1, requests=[request("r1", c1.head.id, q, created=at(t))
+                                            for q, t in (("q1", 2), ("q3", 2), ("q5", 9))]))
+    await store.commit(Commit(l2, requests=[request("r2", c2.head.id, q, created=at(t),
+                                                    workflow="wf2")
+                                            for q, t in (("q0", 2), ("q4", 1))]))
+    await store.commit(Commit(l1, answers={"q3": b"true"}))
+    pages, after = [], None
+    while page := await store.pending_requests(limit=2, after=after):
+        pages.append([r.id for r in page])
+        after = (page[-1].created_at, page[-1].run_id, page[-1].id)
+    assert pages == [["q4", "q1"], ["q0", "q5"]]
+    assert await store.pending_requests(limit=5) == await store.pending_requests()
+    first = (await store.pending_requests())[1]
+    rest = await store.pending_requests(after=(first.created_at, first.run_id, first.id))
+    assert [r.id for r in rest] == ["q0", "q5"]
+    wf2 = await store.pending_requests(workflow_name="wf2", limit=1)
+    assert [r.id for r in wf2] == ["q4"]
+    assert [r.id for r in await store.pending_requests(
+        workflow_name="wf2", after=(wf2[0].created_at, "r2", "q4"))] == ["q0"]
+
+
 async def test_a_request_saved_twice_keeps_the_first(store: CheckpointStore) -> None:
     chain, lease = await start_run(store, "r1")
     first = request("r1", chain.head.id, "q1", created=at(1))

@@ -314,12 +314,19 @@ async def test_reads_by_run_thread_status_and_the_inbox_use_indexes(tmp_path: Pa
     q = queries_for(SQLITE)
     by_index = [q.run_get, q.cp_get, q.cp_head, *q.cp_list.values(), q.chunk_upto, q.value_get,
                 q.run_list[(True, False)], q.run_list[(False, True)], q.tw_get, q.step_get,
-                *q.req_list.values(), q.req_inbox[(True,)], q.run_update, q.cp_mark]
+                *q.req_list.values(), q.req_inbox[(True, False, False)], q.run_update, q.cp_mark]
     for stmt in by_index:
         assert _plan(path, stmt).startswith("SEARCH"), stmt.sql
-    # The whole inbox walks only the partial index of open requests.
-    assert _plan(path, q.req_inbox[(False,)]) == "SCAN requests USING INDEX ix_requests_open"
-    assert "USING INDEX ix_requests_open_workflow" in _plan(path, q.req_inbox[(True,)])
+    # The whole inbox walks only the partial index of open requests; a page after
+    # a cursor starts in that index where the cursor points.
+    for paged in (False, True):
+        whole = q.req_inbox[(False, False, paged)]
+        assert _plan(path, whole) == "SCAN requests USING INDEX ix_requests_open"
+        after = _plan(path, q.req_inbox[(False, True, paged)])
+        assert after.startswith("SEARCH requests USING INDEX ix_requests_open ("), after
+        for cursor in (False, True):
+            plan = _plan(path, q.req_inbox[(True, cursor, paged)])
+            assert plan.startswith("SEARCH requests USING INDEX ix_requests_open_workflow"), plan
 
 
 async def test_an_unopenable_path_raises_a_store_error(tmp_path: Path) -> None:

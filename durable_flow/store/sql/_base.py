@@ -31,6 +31,7 @@ from .._protocols import (
     CheckpointWrite,
     Claim,
     Commit,
+    InboxCursor,
     Lease,
     LoadedCheckpoint,
     RequestRow,
@@ -224,10 +225,11 @@ class SqlStore(abc.ABC):
         return await self.driver.run(
             partial(get_requests_tx, self._q, run_id, open_only, checkpoint_id), write=False)
 
-    async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first (the inbox)."""
-        return await self.driver.run(partial(pending_requests_tx, self._q, workflow_name),
-                                     write=False)
+    async def pending_requests(self, *, workflow_name: str | None = None, limit: int | None = None,
+                               after: InboxCursor | None = None) -> list[RequestRow]:
+        """Every open request across all runs, oldest first (the inbox); ``limit``/``after`` page it."""
+        return await self.driver.run(
+            partial(pending_requests_tx, self._q, workflow_name, limit, after), write=False)
 
     async def prune(
         self,

@@ -8,6 +8,7 @@ from ...errors import (
 )
 from .._protocols import (
     CheckpointMeta,
+    InboxCursor,
     LoadedCheckpoint,
     RequestRow,
     TaskWrite,
@@ -85,12 +86,17 @@ def get_requests_tx(
     return [t.request_from_row(row) for row in rows]
 
 
-def pending_requests_tx(q: Queries, workflow_name: str | None) -> Tx[list[RequestRow]]:
-    """Open requests of every run, oldest first.
+def pending_requests_tx(q: Queries, workflow_name: str | None, limit: int | None,
+                        after: InboxCursor | None) -> Tx[list[RequestRow]]:
+    """Open requests of every run, oldest first; a page after ``after`` of ``limit`` rows.
 
     The inbox can hold tens of thousands of rows, so they are built from the
-    raw tuples (no dict per row).
+    raw tuples (no dict per row), and a page is a range of the open-requests
+    index (a row-value comparison), never an offset.
     """
-    stmt = q.req_inbox[(workflow_name is not None,)]
-    rows: list[Row] = yield Fetch(stmt, stmt.bind({"workflow_name": workflow_name}))
+    stmt = q.req_inbox[(workflow_name is not None, after is not None, limit is not None)]
+    created, run_id, request_id = after if after is not None else (None, None, None)
+    rows: list[Row] = yield Fetch(stmt, stmt.bind({
+        "workflow_name": workflow_name, "limit": limit, "after_run": run_id,
+        "after_created": None if created is None else t.to_us(created), "after_id": request_id}))
     return t.requests_from_tuples(stmt.columns, rows)

@@ -31,9 +31,12 @@ from typing import Any, cast, get_args
 
 import orjson
 from sqlalchemy import (
+    BigInteger,
     Delete,
     Insert,
+    Integer,
     Select,
+    String,
     Table,
     Update,
     bindparam,
@@ -42,6 +45,7 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -569,8 +573,12 @@ class Queries:
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
         inbox = select(reqs).where(is_open).order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
-        self.req_inbox = {k: c(s) for k, s in _variants(
-            inbox, _where(reqs, "workflow_name")).items()}
+        after = tuple_(reqs.c.created_at, reqs.c.run_id, reqs.c.request_id) > tuple_(
+            bindparam("after_created", type_=BigInteger), bindparam("after_run", type_=String),
+            bindparam("after_id", type_=String))
+        self.req_inbox = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
+                          for k, s in _variants(inbox, [*_where(reqs, "workflow_name"), after]).items()
+                          for paged in (False, True)}
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}

@@ -1,0 +1,109 @@
+"""The JSON API under ``/api/``: the same operations the pages use, as JSON.
+
+Errors answer with a :class:`ProblemOut` body: 404 for an unknown run or
+checkpoint, 409 when the run's state refuses the action (locked, finished,
+a request no longer open), 422 for a bad answer or argument.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from ..model._records import RunStatus
+from ._models import (
+    CheckpointOut,
+    ForkIn,
+    HistoryOut,
+    InboxOut,
+    ProblemOut,
+    RequestOut,
+    RespondIn,
+    RunOut,
+    RunsOut,
+    SnapshotOut,
+)
+from ._service import UiService
+
+__all__ = ["router", "service"]
+
+
+def service(request: Request) -> UiService:
+    """The app's :class:`UiService`."""
+    found: UiService = request.app.state.service
+    return found
+
+
+Service = Annotated[UiService, Depends(service)]
+Limit = Annotated[int, Query(ge=1, le=500)]
+_PROBLEMS: dict[int | str, dict[str, object]] = {
+    code: {"model": ProblemOut, "description": text}
+    for code, text in ((404, "unknown run or checkpoint"), (409, "refused in the run's state"),
+                       (422, "bad answer or argument"))}
+
+router = APIRouter(prefix="/api", tags=["durable-flow"], responses=_PROBLEMS)
+
+
+@router.get("/runs", summary="List runs, newest first")
+async def list_runs(svc: Service, status: RunStatus | None = None, workflow: str | None = None,
+                    offset: Annotated[int, Query(ge=0)] = 0, limit: Limit = 50) -> RunsOut:
+    """Runs filtered by status and workflow name, one page at a time."""
+    page = await svc.runs(status=status, workflow=workflow, offset=offset, limit=limit)
+    return RunsOut(runs=[RunOut.of(r) for r in page.runs], total=page.total,
+                   next_offset=page.next_offset)
+
+
+@router.get("/runs/{run_id}", summary="One run")
+async def get_run(svc: Service, run_id: str) -> RunOut:
+    """The run's status, head checkpoint, error and fork origin."""
+    return RunOut.of(await svc.run(run_id))
+
+
+@router.get("/runs/{run_id}/history", summary="A page of a run's checkpoints")
+async def history(svc: Service, run_id: str, namespace: str = "", before: str | None = None,
+                  limit: Limit = 50) -> HistoryOut:
+    """The superstep timeline of one namespace ("" is the top level), newest first."""
+    page = await svc.history(run_id, namespace=namespace, before=before, limit=limit)
+    return HistoryOut(checkpoints=[CheckpointOut.of(c) for c in page.checkpoints],
+                      next_before=page.next_before)
+
+
+@router.get("/runs/{run_id}/checkpoints/{checkpoint_id}", summary="The state at a checkpoint")
+async def checkpoint(svc: Service, run_id: str, checkpoint_id: str) -> SnapshotOut:
+    """Blackboard values, node histories, next tasks, open requests and nested state."""
+    return SnapshotOut.of(await svc.snapshot(run_id, checkpoint_id))
+
+
+@router.get("/inbox", summary="Open requests, oldest first")
+async def inbox(svc: Service, workflow: str | None = None, after: str | None = None,
+                limit: Limit = 50) -> InboxOut:
+    """Every open request across runs and nesting levels, one page at a time."""
+    page = await svc.inbox(workflow=workflow, after=after, limit=limit)
+    return InboxOut(requests=[RequestOut.of(r) for r in page.requests],
+                    next_after=page.next_after)
+
+
+@router.post("/runs/{run_id}/respond", summary="Answer open requests of a run")
+async def respond(svc: Service, run_id: str, body: RespondIn) -> RunOut:
+    """Record answers, each checked against its request's JSON Schema.
+
+    Nothing is written if one is bad. Once no request is left open the run is
+    queued for a worker.
+    """
+    return RunOut.of(await svc.respond(run_id, body.responses))
+
+
+@router.post("/runs/{run_id}/cancel", summary="Cancel a run")
+async def cancel(svc: Service, run_id: str) -> RunOut:
+    """Cancel the run; its checkpoints stay."""
+    return RunOut.of(await svc.cancel(run_id))
+
+
+@router.post("/runs/{run_id}/fork", summary="Fork a run from a checkpoint")
+async def fork(svc: Service, run_id: str, body: ForkIn) -> RunOut:
+    """Start a new run from the checkpoint (``update`` applied first).
+
+    Needs the UI to have been started with the run's workflow.
+    """
+    return RunOut.of(await svc.fork(run_id, body.checkpoint_id, body.update))

@@ -1,0 +1,165 @@
+"""The application factory: the store's runtime, an optional worker, pages, API, guard."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import jinja2
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from .. import __version__
+from ..errors import (
+    CheckpointNotFoundError,
+    DurableFlowError,
+    InvalidInputError,
+    InvalidResponseError,
+    RunLockedError,
+    RunNotFoundError,
+    RunNotResumableError,
+    UnknownRequestError,
+)
+from ..model._graph import Workflow
+from ..runtime._runtime import Runtime
+from ..runtime._worker import Worker
+from ..store._protocols import CheckpointStore
+from . import _api, _pages, _views
+from ._models import ProblemOut
+from ._security import CSRF_COOKIE, HEADERS, Security
+from ._service import UiService
+
+__all__ = ["create_app"]
+
+_HERE = Path(__file__).parent
+_log = structlog.get_logger("durable_flow")
+_STATUS: tuple[tuple[type[DurableFlowError], int], ...] = (
+    (RunNotFoundError, 404), (CheckpointNotFoundError, 404), (RunLockedError, 409),
+    (RunNotResumableError, 409), (UnknownRequestError, 409), (InvalidResponseError, 422),
+    (InvalidInputError, 422))
+
+
+def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
+               token: str | None = None, worker_name: str | None = None) -> FastAPI:
+    """The web inbox and run inspector over ``store``.
+
+    ``workflows`` are executed by an in-process :class:`Worker` while the app
+    runs (answered runs of them continue here, and runs can be forked);
+    without them a separate worker continues answered runs. With ``token``
+    every request must present it (see ``_security``). Serve the app with
+    uvicorn (``durable-flow ui`` does).
+    """
+    app = FastAPI(title="durable-flow", version=__version__, openapi_url="/api/openapi.json",
+                  docs_url=None, redoc_url=None,
+                  lifespan=_lifespan(store, list(workflows), worker_name))
+    app.state.security = Security(token)
+    app.state.templates = _templates()
+    app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
+    app.include_router(_api.router)
+    app.include_router(_pages.router)
+    app.middleware("http")(_guard)
+    app.add_exception_handler(DurableFlowError, _on_error)  # type: ignore[arg-type]
+    app.add_exception_handler(_pages.CsrfError, _on_csrf)
+    return app
+
+
+def _lifespan(store: CheckpointStore, workflows: list[Workflow], worker_name: str | None
+              ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with Runtime(store) as runtime:
+            app.state.service = UiService(runtime, workflows)
+            worker = Worker(store, workflows, name=worker_name) if workflows else None
+            serving = asyncio.create_task(worker.serve()) if worker else None
+            try:
+                yield
+            finally:
+                await app.state.service.close()
+                if worker is not None and serving is not None:
+                    await worker.stop()
+                    serving.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await serving
+
+    return lifespan
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env.globals.update(pretty=_views.pretty, short_time=_views.short_time)
+    return Jinja2Templates(env=env)
+
+
+Next = Callable[[Request], Awaitable[Response]]
+
+
+async def _guard(request: Request, call_next: Next) -> Response:
+    """Host check, authentication, API write rules, the CSRF cookie, security headers."""
+    security: Security = request.app.state.security
+    path = request.url.path
+    if not security.host_allowed(request):
+        return Response("This server answers only on localhost.", status_code=400,
+                        media_type="text/plain")
+    auth = security.authenticate(request)
+    if auth is None and path != "/login":
+        return _unauthorized(request)
+    request.state.auth = auth
+    if auth is not None and path.startswith("/api/") and request.method not in ("GET", "HEAD"):
+        why = security.api_write_ok(request, auth)
+        if why is not None:
+            body = ProblemOut(error="RequestRefused", message=why).model_dump()
+            return JSONResponse(body, status_code=415 if "json" in why else 403)
+    seed = None if path.startswith(("/static/", "/api/")) else security.ensure_csrf_cookie(request)
+    response = await call_next(request)
+    if seed is not None:
+        security.set_cookie(response, request, CSRF_COOKIE, seed)
+    for key, value in HEADERS.items():
+        response.headers.setdefault(key, value)
+    if path.startswith("/static/"):
+        response.headers["cache-control"] = "max-age=3600"
+    return response
+
+
+def _unauthorized(request: Request) -> Response:
+    if request.url.path.startswith("/api/"):
+        body = ProblemOut(error="Unauthorized",
+                          message="send Authorization: Bearer <token>").model_dump()
+        return JSONResponse(body, status_code=401, headers={"www-authenticate": "Bearer"})
+    security: Security = request.app.state.security
+    seed = security.ensure_csrf_cookie(request)
+    response = _pages.render(request, "login.html", {"next": request.url.path, "failed": False},
+                             status=401)
+    if seed is not None:
+        security.set_cookie(response, request, CSRF_COOKIE, seed)
+    for key, value in HEADERS.items():
+        response.headers.setdefault(key, value)
+    return response
+
+
+def _status_of(exc: DurableFlowError) -> int:
+    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
+
+
+async def _on_error(request: Request, exc: DurableFlowError) -> Response:
+    status = _status_of(exc)
+    if request.url.path.startswith("/api/"):
+        body = ProblemOut(error=type(exc).__name__, message=str(exc),
+                          request_id=getattr(exc, "request_id", None)).model_dump()
+        return JSONResponse(body, status_code=status)
+    return _pages.render(request, "message.html",
+                         {"title": type(exc).__name__, "text": str(exc)}, status=status)
+
+
+async def _on_csrf(request: Request, exc: Exception) -> Response:
+    del exc
+    return _pages.render(request, "message.html", {
+        "title": "Form expired",
+        "text": "This form is missing its CSRF token or the token is stale: reload the page "
+                "and send it again."}, status=403)

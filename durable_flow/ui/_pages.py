@@ -1,0 +1,229 @@
+"""The server-rendered pages: the inbox (``/``), runs (``/runs``), a run (``/runs/{run_id}``).
+
+Forms post to the page routes below, which call the same :class:`UiService`
+as the JSON API; htmx swaps the returned fragment in place (a plain form
+post, without JavaScript, gets a redirect or a whole page instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ..errors import DurableFlowError, InvalidResponseError
+from ..model._records import PendingRequest, RunInfo, RunStatus
+from ._api import service
+from ._forms import Form, build_form, read_answer
+from ._security import CSRF_FIELD, SESSION_COOKIE, Security
+from ._service import UiService
+from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at
+
+__all__ = ["CsrfError", "RequestCard", "render", "router"]
+
+Service = Annotated[UiService, Depends(service)]
+PAGE = 50
+router = APIRouter(include_in_schema=False)
+
+
+class CsrfError(Exception):
+    """A form without this browser's CSRF token (answered 403)."""
+
+
+@dataclass(slots=True)
+class RequestCard:
+    """One request as the inbox shows it: the request, its form, or the answer's outcome."""
+
+    request: PendingRequest
+    form: Form | None
+    answered: RunInfo | None = None
+    continues_here: bool = False
+
+    @property
+    def dom_id(self) -> str:
+        """A stable HTML id (request ids hold characters ids should not)."""
+        key = f"{self.request.run_id}\0{self.request.id}".encode()
+        return "req-" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+    """A template with what every page needs (the CSRF token, whether to offer log out)."""
+    security: Security = request.app.state.security
+    base = {"csrf_field": CSRF_FIELD, "csrf_token": security.csrf_token(request),
+            "logged_in": getattr(request.state, "auth", None) == "cookie",
+            "has_deadlines": "expires_at" in PendingRequest.__dataclass_fields__}
+    response: Response = request.app.state.templates.TemplateResponse(
+        request, name, {**base, **context}, status_code=status)
+    return response
+
+
+def _is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+async def _checked_form(request: Request) -> dict[str, list[str]]:
+    """The submitted form as lists of values; 403 unless it carries this browser's CSRF token."""
+    form = await request.form()
+    raw = {key: [v for v in form.getlist(key) if isinstance(v, str)] for key in form}
+    token = (raw.get(CSRF_FIELD) or [""])[-1]
+    if not request.app.state.security.csrf_ok(request, token):
+        raise CsrfError
+    return raw
+
+
+# -- the inbox ----------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+async def inbox_page(request: Request, svc: Service, workflow: str = "",
+                     after: str = "") -> Response:
+    """Open requests, oldest first, each with its answer form."""
+    page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE)
+    cards = [RequestCard(r, build_form(r.response_schema)) for r in page.requests]
+    return render(request, "inbox.html", {
+        "cards": cards, "workflow": workflow, "next_after": page.next_after,
+        "first_page": not after, "known_workflows": sorted({n for n, _ in svc.workflows})})
+
+
+@router.post("/respond", response_class=HTMLResponse)
+async def respond_page(request: Request, svc: Service) -> Response:
+    """Answer one request from its form; the card comes back answered, or with the problems."""
+    raw = await _checked_form(request)
+    run_id = (raw.get("run_id") or [""])[-1]
+    request_id = (raw.get("request_id") or [""])[-1]
+    pending = await svc.open_request(run_id, request_id)
+    if pending is None:
+        text = f"Request {request_id} of run {run_id} is no longer open (answered or cancelled)."
+        if _is_htmx(request):
+            return render(request, "_gone.html", {"text": text})
+        return render(request, "message.html", {"title": "Already answered", "text": text},
+                      status=409)
+    card = await _answer(svc, pending, raw)
+    if card.answered is None:
+        if _is_htmx(request):
+            return render(request, "_request.html", {"card": card}, status=422)
+        return render(request, "answer.html", {"card": card}, status=422)
+    if _is_htmx(request):
+        return render(request, "_request.html", {"card": card})
+    return RedirectResponse("/", status_code=303)
+
+
+async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[str]]) -> RequestCard:
+    """Read and record the answer; on any problem the card shows the form with it."""
+    value, errors = read_answer(pending.response_schema, raw)
+    if not errors:
+        try:
+            info = await svc.respond(pending.run_id, {pending.id: value})
+        except InvalidResponseError as exc:
+            errors = {"": exc.reason}
+        except DurableFlowError as exc:
+            errors = {"": str(exc)}
+        else:
+            here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
+            return RequestCard(pending, None, answered=info, continues_here=here)
+    return RequestCard(pending, build_form(pending.response_schema, raw, errors))
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response_class=HTMLResponse)
+async def runs_page(request: Request, svc: Service, status: str = "", workflow: str = "",
+                    offset: int = 0) -> Response:
+    """Runs, newest first, filtered by status and workflow, a page at a time."""
+    page = await svc.runs(status=status or None, workflow=workflow or None, offset=max(offset, 0),
+                          limit=PAGE)
+    return render(request, "runs.html", {
+        "page": page, "status": status, "workflow": workflow,
+        "statuses": [s.value for s in RunStatus]})
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs: str = "",
+                   ns: str = "") -> Response:
+    """A run: timeline, blackboard (and a diff), histories, sub-workflows, graph, actions."""
+    info = await svc.run(run_id)
+    snap = await svc.snapshot(run_id, cp or None, ns)
+    head = snap if not cp and not ns else await svc.snapshot(run_id)
+    compare = await svc.snapshot(run_id, vs) if vs else None
+    history = await svc.history(run_id, namespace=snap.namespace, limit=PAGE)
+    workflow = svc.workflow_for(info)
+    shown = subworkflow_at(workflow, snap.namespace) if workflow is not None else None
+    current = snap.next_tasks if not cp else ()
+    return render(request, "run.html", {
+        "info": info, "snap": snap, "head": head, "history": history, "ns": ns,
+        "cp": cp or snap.checkpoint_id,  # the selected checkpoint: the head by default
+        "compare": compare,
+        "changes": diff_values(compare.values, snap.values) if compare else None,
+        "ns_tree": namespace_tree(await svc.namespaces(run_id)),
+        "mermaid": marked_mermaid(shown, current) if shown is not None else None,
+        "current": current, "can_fork": workflow is not None,
+        "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
+        "cards": [RequestCard(r, build_form(r.response_schema)) for r in head.pending_requests]})
+
+
+@router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
+async def timeline_page(request: Request, svc: Service, run_id: str, ns: str = "",
+                        before: str = "", cp: str = "") -> Response:
+    """Older entries of the superstep timeline (the "older" button loads them in place)."""
+    info = await svc.run(run_id)
+    history = await svc.history(run_id, namespace=ns, before=before or None, limit=PAGE)
+    return render(request, "_timeline.html", {"info": info, "history": history, "ns": ns,
+                                              "cp": cp})
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_page(request: Request, svc: Service, run_id: str) -> Response:
+    """Cancel the run, then show it."""
+    await _checked_form(request)
+    await svc.cancel(run_id)
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/fork")
+async def fork_page(request: Request, svc: Service, run_id: str) -> Response:
+    """Fork the run from the chosen checkpoint, then show the new run."""
+    raw = await _checked_form(request)
+    forked = await svc.fork(run_id, (raw.get("checkpoint_id") or [""])[-1])
+    return RedirectResponse(f"/runs/{forked.run_id}", status_code=303)
+
+
+# -- login ----------------------------------------------------------------------------------------
+
+
+def _local(target: str) -> str:
+    """Only a path on this site is a place to go after login (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str = "/") -> Response:
+    """The login form (only when the server has a token)."""
+    if request.app.state.security.token is None:
+        return RedirectResponse("/", status_code=303)
+    return render(request, "login.html", {"next": _local(next), "failed": False})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    """Check the token; set the HttpOnly session cookie and go on."""
+    raw = await _checked_form(request)
+    security: Security = request.app.state.security
+    target = _local((raw.get("next") or ["/"])[-1])
+    if not security.check_token((raw.get("token") or [""])[-1]):
+        return render(request, "login.html", {"next": target, "failed": True}, status=401)
+    response = RedirectResponse(target, status_code=303)
+    security.set_cookie(response, request, SESSION_COOKIE, security.session_value)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Forget the session cookie."""
+    await _checked_form(request)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response

@@ -1,0 +1,147 @@
+"""Shaping records for display: JSON text, diffs, the sub-workflow tree, the marked graph.
+
+Nothing here escapes HTML: the templates do, always (autoescape), so a value
+is text wherever it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from ..build._diagram import to_mermaid
+from ..model._graph import Workflow
+from ..model._records import RunStatus
+
+__all__ = [
+    "Change",
+    "TreeNode",
+    "diff_values",
+    "marked_mermaid",
+    "namespace_tree",
+    "plain",
+    "pretty",
+    "short_time",
+    "subworkflow_at",
+]
+
+_INSTANCE = re.compile(r"\[\d+\]$")
+
+
+def plain(value: Any) -> Any:
+    """A value as plain JSON types (pydantic models by their JSON dump)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return to_jsonable_python(value, fallback=repr)
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON text of any value (a string stays quoted, so types stay visible)."""
+    return orjson.dumps(value, default=plain,
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def short_time(at: datetime | None) -> str:
+    """``2024-05-01 12:00:03 UTC``, or an empty string."""
+    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """How one blackboard field differs between two checkpoints."""
+
+    field: str
+    kind: str  # added, removed, changed, appended
+    before: Any = None
+    after: Any = None
+
+
+def diff_values(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    """The fields that differ, in field order; a list that only grew shows its new items."""
+    changes: list[Change] = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        if key not in new:
+            changes.append(Change(key, "removed", before=old[key]))
+        elif key not in old:
+            changes.append(Change(key, "added", after=new[key]))
+        elif old[key] != new[key]:
+            before, after = old[key], new[key]
+            if isinstance(before, list) and isinstance(after, list) \
+                    and len(after) > len(before) and after[:len(before)] == before:
+                changes.append(Change(key, "appended", before=before, after=after[len(before):]))
+            else:
+                changes.append(Change(key, "changed", before=before, after=after))
+    return changes
+
+
+@dataclass(slots=True)
+class TreeNode:
+    """A sub-workflow (or ``Send`` instance) namespace in a run's tree."""
+
+    namespace: str
+    name: str
+    status: RunStatus | None
+    children: list[TreeNode] = field(default_factory=list)
+
+
+def namespace_tree(namespaces: Mapping[str, RunStatus]) -> TreeNode:
+    """The run's namespaces as a tree under the top level (``review.legal`` under ``review``).
+
+    Instance paths such as ``review[2]`` are shown as given; a namespace whose
+    parent has no checkpoints of its own still hangs under it.
+    """
+    root = TreeNode("", "(top level)", None)
+    nodes = {"": root}
+    for ns in sorted(namespaces, key=lambda n: n.count(".")):
+        parent_ns, _, name = ns.rpartition(".")
+        parent = nodes.get(parent_ns) or _ensure(nodes, parent_ns)
+        node = nodes[ns] = TreeNode(ns, name, namespaces[ns])
+        parent.children.append(node)
+    return root
+
+
+def _ensure(nodes: dict[str, TreeNode], ns: str) -> TreeNode:
+    parent_ns, _, name = ns.rpartition(".")
+    parent = nodes.get(parent_ns) or _ensure(nodes, parent_ns)
+    node = nodes[ns] = TreeNode(ns, name, None)
+    parent.children.append(node)
+    return node
+
+
+def subworkflow_at(workflow: Workflow, namespace: str) -> Workflow | None:
+    """The workflow running in ``namespace`` (``review[2].legal``), or None if not found."""
+    current = workflow
+    for part in filter(None, namespace.split(".")):
+        spec = current.nodes.get(_INSTANCE.sub("", part))
+        if spec is None or spec.subworkflow is None:
+            return None
+        current = spec.subworkflow.workflow
+    return current
+
+
+def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
+    """The workflow's Mermaid flowchart with the ``current`` nodes highlighted.
+
+    Node ids in the chart follow the workflow's node order (``n0``, ``n1``,
+    ...), as ``to_mermaid`` writes them; qualified paths and instance
+    suffixes are reduced to the node of this workflow.
+    """
+    ids = {node: f"n{i}" for i, node in enumerate(workflow.nodes)}
+    marked = sorted({ids[n] for n in (_INSTANCE.sub("", c.split(".", 1)[0]) for c in current)
+                     if n in ids})
+    # the start and end points as small stadiums: the vendored renderer draws
+    # labelled circles several times larger than the nodes
+    chart = to_mermaid(workflow).replace('(("start"))', '(["start"])').replace(
+        '(("end"))', '(["end"])')
+    lines = [chart.rstrip("\n")]
+    if marked:
+        lines.append("    classDef current fill:#ffd166,stroke:#b45309,stroke-width:3px")
+        lines.extend(f"    class {m} current" for m in marked)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,79 @@
+// durable-flow UI: the few behaviours htmx attributes do not cover. No inline
+// scripts anywhere (the Content-Security-Policy forbids them).
+(function () {
+  "use strict";
+
+  // Answers with problems come back as 422 with the form to show: swap those too.
+  function configure() {
+    if (!window.htmx) return;
+    htmx.config.responseHandling = [
+      { code: "204", swap: false },
+      { code: "[23]..", swap: true },
+      { code: "422", swap: true },
+      { code: "[45]..", swap: false, error: true },
+    ];
+  }
+
+  // Array fields: add a row from the field's <template>, remove a row.
+  var rowCounter = 0;
+  document.addEventListener("click", function (event) {
+    var add = event.target.closest("[data-add-row]");
+    if (add) {
+      var group = add.closest("fieldset");
+      var template = group.querySelector(":scope > template");
+      var index = "n" + Date.now().toString(36) + (rowCounter++);
+      var html = template.innerHTML.split(add.dataset.placeholder).join(index);
+      group.querySelector(":scope > .rows").insertAdjacentHTML("beforeend", html);
+      return;
+    }
+    var remove = event.target.closest("[data-remove-row]");
+    if (remove) remove.closest(".row").remove();
+  });
+
+  // A confirmation before forms that cannot be undone (cancel).
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+
+  // Live refresh of a running run: poll the JSON API, and when the run's head
+  // or status moved, reload the page's run section through htmx.
+  function watch() {
+    var main = document.getElementById("run-main");
+    if (!main || !main.dataset.live) return;
+    var url = "/api/runs/" + encodeURIComponent(main.dataset.run);
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (run) {
+        if (!run) return setTimeout(watch, 2000);
+        if (run.head_checkpoint_id === (main.dataset.head || null) && run.status === main.dataset.status) {
+          return setTimeout(watch, 1000);
+        }
+        htmx.ajax("GET", window.location.href, { target: "#run-main", select: "#run-main", swap: "outerHTML" })
+          .then(function () { setTimeout(watch, 1000); });
+      })
+      .catch(function () { setTimeout(watch, 2000); });
+  }
+
+  function drawGraphs() {
+    if (window.mermaid && document.querySelector("div.mermaid")) {
+      mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { useMaxWidth: false } });
+      mermaid.run({ querySelector: "div.mermaid:not([data-processed])" });
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    configure();
+    drawGraphs();
+    setTimeout(watch, 1000);
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    drawGraphs();
+    // an answer given on a run's page: follow the run as it continues
+    var main = document.getElementById("run-main");
+    if (main && !main.dataset.live && main.querySelector("article.request.answered")) {
+      main.dataset.live = "1";
+      setTimeout(watch, 500);
+    }
+  });
+})();

@@ -1,0 +1,168 @@
+"""What the web UI tests share: their workflows, a real server, a headless browser.
+
+The workflows are importable as ``uikit:approval`` (and so on), so the tests
+start the server the way a user does: ``durable-flow --db FILE ui
+uikit:approval ...`` in a subprocess, on a free localhost port. The browser
+is Debian's Chromium driven by Playwright (never a downloaded browser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from durable_flow import END, Blackboard, Message, WorkflowBuilder
+
+HERE = Path(__file__).resolve().parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TARGETS = ["uikit:approval", "uikit:review", "uikit:parent", "uikit:slow"]
+
+
+class Draft(Blackboard):
+    topic: str = ""
+    approved: bool = False
+
+
+class Verdict(BaseModel):
+    score: int = Field(ge=0, le=10, description="0 (worst) to 10 (best)")
+    verdict: Literal["accept", "reject"]
+    comment: str | None = None
+    tags: list[str] = []
+
+
+class Paper(Blackboard):
+    title: str = ""
+    score: int = -1
+    verdict: str = ""
+    tags: list[str] = []
+
+
+def _approval() -> Any:
+    b = WorkflowBuilder("approval", state=Draft)
+
+    @b.node()
+    async def draft(state: Draft, ctx: Any) -> dict[str, Any]:
+        ctx.remember(Message.user(f"write about {state.topic}"),
+                     Message.assistant(f"Here is a draft about {state.topic}."))
+        return {}
+
+    @b.node()
+    async def approve(state: Draft, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"Publish {state.topic}?"}, response_type=bool)
+        return {"approved": ok}
+
+    b.set_entry("draft").add_edge("draft", "approve").add_edge("approve", END)
+    return b.build()
+
+
+def _review() -> Any:
+    b = WorkflowBuilder("review", state=Paper)
+
+    @b.node()
+    async def referee(state: Paper, ctx: Any) -> dict[str, Any]:
+        v = await ctx.request({"question": f"Review {state.title!r}"}, response_type=Verdict)
+        return {"score": v.score, "verdict": v.verdict, "tags": list(v.tags)}
+
+    b.set_entry("referee").add_edge("referee", END)
+    return b.build()
+
+
+def _parent() -> Any:
+    inner = WorkflowBuilder("legal", state=Draft)
+
+    @inner.node()
+    async def sign(state: Draft, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"Sign off {state.topic}?"}, response_type=bool)
+        return {"approved": ok}
+
+    inner.set_entry("sign").add_edge("sign", END)
+    b = WorkflowBuilder("contract", state=Draft)
+    b.add_subworkflow("legal", inner.build(), inputs=["topic"], outputs=["approved"])
+    b.set_entry("legal").add_edge("legal", END)
+    return b.build()
+
+
+def _slow() -> Any:
+    b = WorkflowBuilder("slow", state=Draft)
+
+    @b.node()
+    async def approve(state: Draft, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"Start {state.topic}?"}, response_type=bool)
+        return {"approved": ok}
+
+    @b.node()
+    async def work(state: Draft, ctx: Any) -> dict[str, Any]:
+        await asyncio.sleep(1.5)  # long enough to watch the run page follow it
+        return {}
+
+    b.set_entry("approve").add_edge("approve", "work").add_edge("work", END)
+    return b.build()
+
+
+approval = _approval()
+slow = _slow()
+review = _review()
+parent = _parent()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def ui_server(db: Path, *args: str, port: int | None = None,
+              env: dict[str, str] | None = None) -> Iterator[str]:
+    """``durable-flow --db DB ui ARGS`` in a subprocess; yields its base URL."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "durable_flow", "--db", str(db), "ui", *args, "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=HERE, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_listening(proc, port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise RuntimeError(f"ui server exited {proc.returncode}: {out}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"ui server did not listen on {port}")
+
+
+@contextlib.contextmanager
+def browser() -> Iterator[Any]:
+    """Headless Chromium from /usr/bin/chromium through Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
