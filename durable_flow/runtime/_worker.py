@@ -29,7 +29,7 @@ from .._logs import get_logger
 from ..errors import InvalidInputError, StoreError, WorkflowMismatchError
 from ..model._graph import Workflow
 from ..model._ids import new_id
-from ..model._records import RunResult
+from ..model._records import RunResult, RunStatus
 from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._runtime import Runtime
 from ._signals import Listening, signals_for
@@ -68,6 +68,9 @@ class Worker:
         self._runtime._exec.requeue_on_abort = True
         self._tasks: dict[asyncio.Task[Any], str] = {}
         self._stopping = False
+        self._next_unknown_check = 0.0
+        #: (workflow name, version) of queued runs seen that this worker cannot run
+        self.unknown: set[tuple[str, str]] = set()
         self.results: list[RunResult] = []
 
     async def __aenter__(self) -> Worker:
@@ -99,11 +102,30 @@ class Worker:
                     self._start(record, lease)
                 if claimed and len(claimed) == free:
                     continue  # there may be more: claim again once a slot frees up
+                if not claimed:
+                    await self._note_unknown()
                 await signals.wait(self.poll_interval, since=seen)
         finally:
             if not self._stopping:  # cancelled: stop like stop() without the grace
                 self._stopping = True
                 await self._drain(0.0)
+
+    async def _note_unknown(self) -> None:
+        """Log, once per workflow version, queued runs this worker leaves for another.
+
+        Looked at when the worker is idle, at most once a minute.
+        """
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._next_unknown_check:
+            return
+        self._next_unknown_check = loop.time() + 60.0
+        for run in await self.store.list_runs(status=RunStatus.QUEUED):
+            key = (run.workflow_name, run.workflow_version)
+            if key not in self._workflows and key not in self.unknown:
+                self.unknown.add(key)
+                _log.warning("worker_unknown_workflow", worker=self.name, run_id=run.run_id,
+                             workflow=run.workflow_name, version=run.workflow_version,
+                             hint="left queued for a worker that has this workflow version")
 
     async def stop(self) -> None:
         """Stop claiming; let running supersteps finish within the grace period.
