@@ -25,7 +25,7 @@ the hand-written part between the ``fleet-analysis`` markers is kept) and the
 raw results to ``$TMPDIR/df-bench-fleet.json``. Options: ``--runs N``
 (200), ``--reps N`` (3), ``--workers 1,2,4``, ``--concurrency N`` (per
 process, 4), ``--stores postgres,sqlite``, ``--workloads io,cpu``,
-``--commits N`` (2000), ``--quick`` (small, writes nowhere unless ``--out``),
+``--commits N`` (2000; 0 skips the commit measurement), ``--quick`` (small, writes nowhere unless ``--out``),
 ``--no-profile``, ``--pg-dsn DSN``, ``--out DIR``.
 """
 
@@ -333,13 +333,22 @@ def _from_logs(fleet: Fleet, runs: int) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- driver
-def run_fleet(targets: dict[str, Target], args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_fleet(targets: dict[str, Target], args: argparse.Namespace,
+              failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every measurement; the ones that raised go to ``failed`` instead."""
     out = []
     for rep in range(args.reps):
         for kind in args.stores:
             for workload in args.workloads:
                 for workers in args.workers:
-                    res = asyncio.run(measure(targets[kind], workload, workers, args))
+                    try:
+                        res = asyncio.run(measure(targets[kind], workload, workers, args))
+                    except Exception as exc:  # e.g. the server restarted: keep the others
+                        log(f"rep {rep + 1}/{args.reps} {kind} {workload} x{workers} FAILED: "
+                            f"{type(exc).__name__}: {str(exc)[-500:]}")
+                        failed.append({"store": kind, "workload": workload, "workers": workers,
+                                       "rep": rep, "error": f"{type(exc).__name__}: {exc}"})
+                        continue
                     res["rep"] = rep
                     out.append(res)
                     log(f"rep {rep + 1}/{args.reps} {kind} {workload} x{workers}: "
@@ -415,15 +424,17 @@ def main() -> None:
                        "sqlite": Target("sqlite", str(sqlite_dir / "fleet.db"))}
             log(f"fleet: {args.runs} runs, workers {args.workers}, concurrency "
                 f"{args.concurrency}, {args.reps} repetitions; PostgreSQL database {dsn}")
-            results["fleet"] = run_fleet(targets, args)
-            log(f"commit: {args.commits} interleaved store commits / raw transactions")
+            results["failed"] = []
+            results["fleet"] = run_fleet(targets, args, results["failed"])
             profile_commit = False
-            results["commit"] = asyncio.run(fleet_commit.measure(dsn, args.commits))
-            log(fleet_report.commit_brief(results["commit"]))
+            if args.commits:
+                log(f"commit: {args.commits} interleaved store commits / raw transactions")
+                results["commit"] = asyncio.run(fleet_commit.measure(dsn, args.commits))
+                log(fleet_report.commit_brief(results["commit"]))
+                profile_commit = results["commit"]["ratio_median"] > fleet_report.COMMIT_TARGET
             if not args.no_profile:
                 results["profiles"] = profile_misses(targets, results["fleet"], args)
-                profile_commit = results["commit"]["ratio_median"] > fleet_report.COMMIT_TARGET
-            if profile_commit:
+            if profile_commit and not args.no_profile:
                 results["commit_profile"] = asyncio.run(
                     fleet_commit.measure(dsn, args.commits, profile=True))["profile"]
     finally:

@@ -138,6 +138,26 @@ def fleet_table(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def failed_lines(results: dict[str, Any]) -> list[str]:
+    failed = results.get("failed", [])
+    if not failed:
+        return []
+    return [f"{len(failed)} measurement(s) failed and are left out:", "",
+            *[f"- rep {f['rep'] + 1} {STORE[f['store']]} {f['workload']} x{f['workers']}: "
+              f"{f['error'][:300]}" for f in failed], ""]
+
+
+def commit_section(results: dict[str, Any]) -> list[str]:
+    if "commit" not in results:
+        return []
+    return ["### PostgreSQL superstep commit against a raw asyncpg transaction", "",
+            f"{results['args']['commits']} of each, interleaved (store commit, raw transaction, "
+            "one round trip, ...) after 200 of each to warm up, one process, the store's own "
+            "pool. A superstep: the run's UPDATE (lease and head check, new head), one "
+            "checkpoint row, two channel values, one log chunk.", "",
+            *commit_table(results["commit"]), ""]
+
+
 def commit_table(c: dict[str, Any]) -> list[str]:
     lines = ["| transaction | median ms | p95 ms | mean ms | min ms | samples |",
              "|---|---|---|---|---|---|"]
@@ -247,13 +267,8 @@ def render(results: dict[str, Any], argv: str) -> str:
              "PostgreSQL backends serving them between the gate and the last completion, "
              "per run; machine busy: all processes, other users included (`/proc/stat`).", "",
              "### Targets", "", *[f"- {v}" for v in verdicts(results)], "",
-             "### Runs per second", "", *fleet_table(results), "",
-             "### PostgreSQL superstep commit against a raw asyncpg transaction", "",
-             f"{args['commits']} of each, interleaved (store commit, raw transaction, one "
-             "round trip, ...) after 200 of each to warm up, one process, the store's own "
-             "pool. A superstep: the run's UPDATE (lease and head check, new head), one "
-             "checkpoint row, two channel values, one log chunk.", "",
-             *commit_table(results["commit"]), ""]
+             "### Runs per second", "", *fleet_table(results), "", *failed_lines(results),
+             *commit_section(results)]
     prof = profile_lines(results)
     if prof:
         lines += ["### Profiles of missed targets", "", *prof]
