@@ -26,7 +26,8 @@ raw results to ``$TMPDIR/df-bench-fleet.json``. Options: ``--runs N``
 (200), ``--reps N`` (3), ``--workers 1,2,4``, ``--concurrency N`` (per
 process, 4), ``--stores postgres,sqlite``, ``--workloads io,cpu``,
 ``--commits N`` (2000; 0 skips the commit measurement), ``--quick`` (small, writes nowhere unless ``--out``),
-``--no-profile``, ``--pg-dsn DSN``, ``--out DIR``.
+``--no-profile``, ``--pg-dsn DSN``, ``--out DIR``, ``--render JSON`` (write the
+section again from a raw results file, measuring nothing).
 """
 
 from __future__ import annotations
@@ -400,6 +401,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--pg-dsn", default=SERVER_DSN)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--render", default=None, metavar="JSON",
+                        help="measure nothing: write the section from a raw results file")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.reps, args.commits = min(args.runs, 40), 1, min(args.commits, 200)
@@ -413,9 +416,14 @@ def main() -> None:
     args = parse_args()
     out_dir = Path(args.out) if args.out else (
         Path(tempfile.mkdtemp(prefix="df-fleet-out-")) if args.quick else HERE)
+    if args.render:  # only write the section again, from a raw results file
+        saved = json.loads(Path(args.render).read_text())
+        fleet_report.write_section(out_dir / "RESULTS.md",
+                                   fleet_report.render(saved, saved["argv"]))
+        return
     started = time.perf_counter()
     load0 = fleet_report.loadavg()
-    results: dict[str, Any] = {"args": {k: v for k, v in vars(args).items()},
+    results: dict[str, Any] = {"args": dict(vars(args)), "argv": " ".join(sys.argv[1:]),
                                "machine": machine(args.pg_dsn)}
     sqlite_dir = Path(tempfile.mkdtemp(prefix="df-fleet-sqlite-"))
     try:
@@ -446,7 +454,7 @@ def main() -> None:
     log(f"raw results: {raw}")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "RESULTS.md"
-    fleet_report.write_section(path, fleet_report.render(results, " ".join(sys.argv[1:])))
+    fleet_report.write_section(path, fleet_report.render(results, results["argv"]))
     for line in fleet_report.verdicts(results):
         print("  " + line)
     log(f"done in {results['wall_s'] / 60:.1f} min; see {path}")
