@@ -7,7 +7,8 @@ with it on the store's own connection pool, a hand-written asyncpg
 transaction that writes the same rows to the same tables (``UPDATE runs``
 with the same checks, ``INSERT`` a checkpoint, two values and a chunk), plus
 one ``SELECT 1`` round trip as the floor. Every sample is one call, timed
-with ``perf_counter``; the commit objects are built before the clock starts.
+with ``perf_counter`` (and ``process_time``: the CPU this process spent on
+it, the client's share); the commit objects are built before the clock starts.
 """
 
 from __future__ import annotations
@@ -135,11 +136,12 @@ def floor(pool: Any) -> Callable[[], Awaitable[None]]:
     return go
 
 
-async def _sample(make: Callable[[], Callable[[], Awaitable[None]]]) -> float:
+async def _sample(make: Callable[[], Callable[[], Awaitable[None]]]) -> tuple[float, float]:
+    """(wall, this process's CPU) seconds of one call."""
     call = make()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     await call()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def summary(xs: list[float]) -> dict[str, float]:
@@ -162,12 +164,15 @@ async def measure(dsn: str, commits: int, *, profile: bool = False) -> dict[str,
             "floor": lambda: floor(pool),
         }
         samples: dict[str, list[float]] = {k: [] for k in kinds}
+        cpu: dict[str, float] = dict.fromkeys(kinds, 0.0)
         for i in range(WARMUP + commits):
             for kind, make in kinds.items():
-                took = await _sample(make)
+                took, used = await _sample(make)
                 if i >= WARMUP:
                     samples[kind].append(took)
-        result: dict[str, Any] = {k: summary(v) for k, v in samples.items()}
+                    cpu[kind] += used
+        result: dict[str, Any] = {k: {**summary(v), "cpu_mean": cpu[k] / len(v)}
+                                  for k, v in samples.items()}
         result["ratio_median"] = result["store"]["median"] / result["raw"]["median"]
         result["ratio_p95"] = result["store"]["p95"] / result["raw"]["p95"]
         if profile:

@@ -179,17 +179,18 @@ def commit_section(results: dict[str, Any]) -> list[str]:
 
 
 def commit_table(c: dict[str, Any]) -> list[str]:
-    lines = ["| transaction | median ms | p95 ms | mean ms | min ms | samples |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| transaction | median ms | p95 ms | mean ms | min ms | client CPU ms (mean) "
+             "| samples |", "|---|---|---|---|---|---|---|"]
     names = {"store": "`PostgresStore.commit` (superstep)",
              "raw": "raw asyncpg transaction, same rows, same pool",
              "floor": "one round trip (`SELECT 1`)"}
     for key, label in names.items():
         s = c[key]
+        cpu = f"{s['cpu_mean'] * 1e3:.3f}" if "cpu_mean" in s else "-"
         lines.append(f"| {label} | {s['median'] * 1e3:.3f} | {s['p95'] * 1e3:.3f} | "
-                     f"{s['mean'] * 1e3:.3f} | {s['min'] * 1e3:.3f} | {s['n']} |")
+                     f"{s['mean'] * 1e3:.3f} | {s['min'] * 1e3:.3f} | {cpu} | {s['n']} |")
     lines.append(f"| **ratio store / raw** | **{c['ratio_median']:.2f}x** | "
-                 f"**{c['ratio_p95']:.2f}x** | | | |")
+                 f"**{c['ratio_p95']:.2f}x** | | | | |")
     return lines
 
 
