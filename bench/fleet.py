@@ -312,6 +312,7 @@ def _from_logs(fleet: Fleet, runs: int) -> dict[str, Any]:
     """Runs per second from the first claim to the last completion, per the workers' logs."""
     claimed: list[float] = []
     done: list[float] = []
+    warnings: list[str] = []  # a failed claim, a lost lease...
     per_worker = []
     for i in range(fleet.count):
         mine = 0
@@ -325,12 +326,14 @@ def _from_logs(fleet: Fleet, runs: int) -> dict[str, Any]:
             elif event["event"] == "run_executed":
                 done.append(stamp)
                 mine += 1
+            if event.get("level") in ("warning", "error", "critical"):
+                warnings.append(event["event"])
         per_worker.append(mine)
     if len(done) != runs:
         raise RuntimeError(f"{len(done)} of {runs} runs executed:\n{fleet.tail()}")
     span = max(done) - min(claimed)
     return {"runs": runs, "span_s": span, "runs_per_s": runs / span,
-            "claims": len(claimed), "per_worker": per_worker}
+            "claims": len(claimed), "per_worker": per_worker, "warnings": warnings}
 
 
 # --------------------------------------------------------------------------- driver
@@ -393,7 +396,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--workers", default="1,2,4")
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="runs per worker process (why 4: bench/RESULTS.md, fleet section)")
     parser.add_argument("--stores", default="postgres,sqlite")
     parser.add_argument("--workloads", default="io,cpu")
     parser.add_argument("--commits", type=int, default=2000)

@@ -159,12 +159,19 @@ def per_rep_table(results: dict[str, Any], workload: str) -> list[str]:
 
 
 def failed_lines(results: dict[str, Any]) -> list[str]:
-    failed = results.get("failed", [])
-    if not failed:
-        return []
-    return [f"{len(failed)} measurement(s) failed and are left out:", "",
-            *[f"- rep {f['rep'] + 1} {STORE[f['store']]} {f['workload']} x{f['workers']}: "
-              f"{f['error'][:300]}" for f in failed], ""]
+    fleet, failed = results["fleet"], results.get("failed", [])
+    claims = sum(r["claims"] for r in fleet)
+    warned = Counter(w for r in fleet for w in r.get("warnings", []))
+    said = ", ".join(f"{n} x `{w}`" for w, n in warned.most_common()) or "none"
+    if any("warnings" not in r for r in fleet):  # raw results of an older fleet.py
+        said = "not recorded in this run"
+    lines = [f"Claims: {claims} for {sum(r['runs'] for r in fleet)} runs executed (a run "
+             f"claimed twice would count twice); warnings logged by the workers: {said}.", ""]
+    if failed:
+        lines += [f"{len(failed)} measurement(s) failed and are left out:", "",
+                  *[f"- rep {f['rep'] + 1} {STORE[f['store']]} {f['workload']} x{f['workers']}: "
+                    f"{f['error'][:300]}" for f in failed], ""]
+    return lines
 
 
 def commit_section(results: dict[str, Any]) -> list[str]:
