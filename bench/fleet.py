@@ -258,34 +258,42 @@ async def measure(target: Target, workload: str, workers: int, args: argparse.Na
     await target.reset()
     submit_s = await submit(target, workload, args.runs)
     folder = Path(tempfile.mkdtemp(prefix="df-fleet-"))
-    fleet = Fleet(target, workload, workers, args.concurrency, folder)
+    try:
+        result = await _execute(Fleet(target, workload, workers, args.concurrency, folder),
+                                args.runs, profile)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result.update(store=target.kind, workload=workload, workers=workers,
+                  concurrency=args.concurrency, submit_s=submit_s,
+                  statuses=await target.statuses())
+    return result
+
+
+async def _execute(fleet: Fleet, runs: int, profile: bool) -> dict[str, Any]:
+    """Start the workers, open the gate, wait for every run; CPU read around it."""
     spy: subprocess.Popen[bytes] | None = None
     try:
         fleet.start()
         fleet.wait_ready()
         if profile:
-            spy = _attach_py_spy(fleet.procs[0].pid, folder / "profile.txt")
+            spy = _attach_py_spy(fleet.procs[0].pid, fleet.folder / "profile.txt")
         cpu0 = [process_seconds(p.pid) for p in fleet.procs]
         busy0, total0 = machine_ticks()
-        async with Watcher(target) as watcher:
+        async with Watcher(fleet.target) as watcher:
             fleet.gate.touch()
-            waited = await _wait_settled(watcher, args.runs, fleet)
+            waited = await _wait_settled(watcher, runs, fleet)
             busy1, total1 = machine_ticks()
             cpu1 = [process_seconds(p.pid) for p in fleet.procs]
             pg_cpu = await watcher.backend_seconds()
     finally:
         fleet.stop()
-    result = _from_logs(fleet, args.runs)
+    result = _from_logs(fleet, runs)
     result.update(
-        store=target.kind, workload=workload, workers=workers, concurrency=args.concurrency,
-        submit_s=submit_s, window_s=waited,
-        worker_cpu_s=sum(cpu1) - sum(cpu0), pg_cpu_s=pg_cpu,
-        machine_busy_cores=(busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1),
-        statuses=await target.statuses())
+        window_s=waited, worker_cpu_s=sum(cpu1) - sum(cpu0), pg_cpu_s=pg_cpu,
+        machine_busy_cores=(busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1))
     if spy is not None:
         spy.wait(timeout=60)
-        result["profile"] = fleet_report.py_spy_summary(folder / "profile.txt")
-    shutil.rmtree(folder, ignore_errors=True)
+        result["profile"] = fleet_report.py_spy_summary(fleet.folder / "profile.txt")
     return result
 
 
