@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench clean
+.PHONY: demo test lint docs bench bench-fleet clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -r bench/requirements.txt
 	$(BIN)/python bench/run.py
+
+# Worker processes on PostgreSQL (this machine's server unless the environment names
+# another: DURABLE_FLOW_BENCH_PG_DSN) and SQLite; writes its section of bench/RESULTS.md.
+bench-fleet: $(STAMP)
+	$(BIN)/python -m pip install -q -r bench/requirements-fleet.txt
+	$(BIN)/python bench/fleet.py
 
 clean:
 	rm -rf $(VENV) demo.db site

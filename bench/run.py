@@ -7,7 +7,8 @@ ours, theirs, ours, theirs... for every repetition.
 
 Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
-when the file is regenerated.
+when the file is regenerated, and so is the section ``bench/fleet.py``
+writes (between the ``fleet`` markers).
 
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
@@ -696,7 +697,19 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
 
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
+    fleet = _kept_fleet(out_dir / "RESULTS.md")
+    if fleet:
+        lines += [fleet, ""]
     return "\n".join(lines)
+
+
+def _kept_fleet(path: Path) -> str:
+    """The section ``bench/fleet.py`` writes (kept as it is)."""
+    start, end = "<!-- fleet:start -->", "<!-- fleet:end -->"
+    text = path.read_text() if path.exists() else ""
+    if start in text and end in text:
+        return start + text.split(start, 1)[1].split(end, 1)[0] + end
+    return ""
 
 
 def _kept_analysis(path: Path) -> str:
