@@ -128,10 +128,12 @@ async def test_runs_of_unknown_workflows_stay_queued(store_factory: Callable[[],
     async with Runtime(store_factory()) as rt:
         theirs = await rt.submit(other, {"name": "x"})
         mine = await rt.submit(known, {"name": "y"})
+        await rt.submit(other, {"name": "z"})  # a second run of the same unknown version
         async with Worker(store_factory(), [known], poll_interval=0.02) as w, serving(w):
             assert (await rt.wait(mine.run_id, timeout=10)).status is RunStatus.COMPLETED
             await asyncio.sleep(0.1)
         assert (await rt.get_run(theirs.run_id)).status is RunStatus.QUEUED
+        assert w.unknown == {("approve", "1")}  # noticed, and logged once for both runs
 
 
 async def test_each_run_executes_on_the_version_that_started_it(
