@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..engine._fork import commit_update, plan_update, prepare_fork
+from ..engine._fork import check_no_recorded_work, commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
 from ..engine._preflight import preflight
 from ..engine._state import ThreadState
@@ -322,7 +322,7 @@ class Runtime:
         record = await self._resumable(workflow, run_id, False)
         if as_node is not None and as_node not in workflow.nodes:
             raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
-        await self._check_no_recorded_work(workflow, record)
+        await check_no_recorded_work(self.store, record)
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
         reader = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
@@ -577,27 +577,6 @@ class Runtime:
     def _check_not_active(self, run_id: str) -> None:
         if self._exec.is_active(run_id):
             raise RunLockedError(run_id, f"{self.owner} (this runtime)", self.lease_ttl)
-
-    async def _check_no_recorded_work(self, workflow: Workflow, record: RunRecord) -> None:
-        head = record.head_checkpoint_id or ""
-        meta = await self.store.get_checkpoint(record.run_id, head)
-        tasks = meta.next_tasks if meta is not None else ()
-        found: list[str] = []
-        if await self.store.get_task_writes(record.run_id, head):
-            found.append("finished sibling tasks")
-        if any(r.answer is not None for r in await self.store.get_requests(
-                record.run_id, checkpoint_id=head)):
-            found.append("given answers")
-        for node in tasks:
-            if await self.store.get_steps(record.run_id, head, node):
-                found.append(f"ctx.step results of {node!r}")
-            if await self.store.thread_head(record.run_id, f"{head}/{node}") is not None:
-                found.append(f"the in-flight sub-workflow {node!r}")
-        if found:
-            raise InvalidInputError(
-                f"cannot update the state of run {record.run_id} now: its head holds "
-                f"{', '.join(found)}, which a new head would lose; resume it first, "
-                "or fork it with update=")
 
     @staticmethod
     def _check_signature(workflow: Workflow, record: RunRecord, allow: bool) -> None:
