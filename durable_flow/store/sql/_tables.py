@@ -9,7 +9,8 @@ storage layout). Encoding rules, the same on every SQL backend:
 * payloads (channel values, log chunks, task writes, steps, request
   payloads and answers) are the engine's orjson bytes, stored as BLOBs;
 * small structured metadata (nodes, next tasks, joins, versions, lengths,
-  errors, fork origin) is JSON text written with orjson.
+  errors, fork origin, the arguments of ``Send`` instances) is JSON text
+  written with orjson.
 
 The models live in a private registry so that an application calling
 ``SQLModel.metadata.create_all`` never creates durable-flow's tables.
@@ -260,13 +261,31 @@ def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
         "value_versions": _dumps(meta.value_versions),
         "log_lengths": _dumps(meta.log_lengths),
         "error": error_json(meta.error), "size": meta.size,
+        "task_args": _task_args_json(meta.task_args),
     }
+
+
+def _task_args_json(args: Mapping[str, bytes]) -> str | None:
+    """``{task id: arg}`` as JSON text, the args' own bytes spliced in (None when empty)."""
+    if not args:
+        return None
+    return (b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in args.items())
+            + b"}").decode()
+
+
+def _task_args(raw: str | None) -> dict[str, bytes]:
+    if raw is None:
+        return {}
+    data = orjson.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("expected a JSON object")
+    return {str(k): orjson.dumps(v) for k, v in data.items()}
 
 
 _CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
     "created_at": from_us, "status": _status, "source": _source, "nodes": _str_tuple,
     "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
-    "log_lengths": _int_map, "error": _decode_error,
+    "log_lengths": _int_map, "error": _decode_error, "task_args": _task_args,
 }
 
 
