@@ -57,6 +57,7 @@ from .model._records import (
 )
 from .model._reducers import add, append, merge
 from .model._retry import RetryPolicy
+from .model._send import Send
 from .runtime._logging import configure_logging
 from .runtime._runtime import Runtime
 from .runtime._worker import Worker
@@ -124,6 +125,7 @@ __all__ = [
     "RunStatus",
     "Runtime",
     "SchemaVersionError",
+    "Send",
     "SerializationError",
     "Snapshot",
     "SqliteStore",

@@ -132,7 +132,8 @@ class _Router:
         return Routed(
             next_tasks=tuple(sorted(self.next, key=task_key)),
             joins={t: tuple(sorted(v)) for t, v in sorted(self.joins.items()) if v},
-            reason="; ".join(self.reasons) or None,
+            # the instances of one node route alike: their reasons are said once
+            reason="; ".join(dict.fromkeys(self.reasons)) or None,
             skipped=self.skipped, args=self.args)
 
 

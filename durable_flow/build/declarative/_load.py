@@ -32,7 +32,10 @@ target sees (a :class:`ContextView`): the union over its incoming
 connections, or every key when one of them sets none or the target is the
 entry (the run's input reaches it directly). ``workflow:`` paths are
 relative to the definition file. Nodes and connections may also carry a
-``description`` and free ``metadata`` (kept for the round trip).
+``description`` and free ``metadata`` (kept for the round trip). A
+connection with ``"map": "items"`` starts one instance of its target per
+element of the list field ``items`` when it is taken (``target[0]``,
+``target[1]``, ...), the element as each instance's ``ctx.arg``.
 
 What the graph cannot hold (agent names, file references, context keys,
 connection order) is kept in ``NodeSpec.meta`` under :data:`META_KEY`; the
@@ -365,6 +368,9 @@ def _assemble(d: Definition, targets: Mapping[str, _Target]) -> Workflow:
             b.add_switch(n.id or "", [(c.condition[1], c.target or "") for c in out
                                       if c.condition[1] is not None],
                          default=last.target if last is not None else None)
+    for c in d.conns:
+        if c.map is not None and c.target not in joins:
+            b.map_connection(c.source or "", c.target or "", c.map)
     for j in joins:
         b.add_fan_in([s or "" for s in dict.fromkeys(c.source for c in d.conns if c.target == j)],
                      j or "")
@@ -495,6 +501,8 @@ class _Dumper:
                 if m:
                     conn.update({k: m[k] for k in ("context_passed", "description", "metadata")
                                  if m.get(k) is not None})
+                if (nid, target) in self.wf.maps:
+                    conn["map"] = self.wf.maps[(nid, target)]
                 rows.append((m["index"] if m else math.inf, len(rows), conn))
         return [conn for _, _, conn in sorted(rows, key=lambda r: (r[0], r[1]))]
 
