@@ -45,8 +45,9 @@ def split_goto(
     sends: list[Send] = []
     for target in targets:
         name = target.node if isinstance(target, Send) else target
-        if not isinstance(name, str) or (name not in spec.goto and (
-                name != END or isinstance(target, Send))):
+        declared = name in spec.goto and name != END
+        allowed = declared if isinstance(target, Send) else declared or name == END
+        if not isinstance(name, str) or not allowed:
             raise InvalidGotoError(node, repr(name) if not isinstance(name, str) else name,
                                    spec.goto)
         if isinstance(target, Send):

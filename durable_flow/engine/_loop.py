@@ -407,7 +407,7 @@ class ThreadRunner:
                 err = ErrorInfo(type="Error", message="failed", node=child.namespace)
             raised = SubworkflowError(err.node or child.namespace, err.type, err.message,
                                       err.traceback)
-            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(spec.id),
+            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(task),
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
             raise raised
