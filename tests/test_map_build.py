@@ -198,3 +198,15 @@ def test_mermaid_draws_a_map_node_as_a_stack() -> None:
 def test_dot_draws_a_map_node_as_a_3d_box() -> None:
     text = to_dot(sending_workflow())
     assert '"work" [label="work\\nmap, at most 4 at once", shape=box3d' in text
+
+
+def test_a_definition_bounds_the_instances_with_max_concurrency() -> None:
+    d = definition(map="items")
+    d["nodes"][1]["max_concurrency"] = 4
+    wf = load_workflow(d, REGISTRY)
+    assert wf.nodes["work"].max_concurrency == 4
+    assert dump_workflow(wf)["nodes"][1]["max_concurrency"] == 4
+    d["nodes"][1]["max_concurrency"] = 0
+    with pytest.raises(WorkflowValidationError) as info:
+        load_workflow(d, REGISTRY)
+    assert info.value.problems == ["nodes[1].max_concurrency: must be at least 1, not 0"]

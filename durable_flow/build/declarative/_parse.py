@@ -36,7 +36,7 @@ _TOP = frozenset({"name", "version", "description", "state", "max_supersteps", "
                   "connections", "metadata"})
 _NODE = frozenset({"id", "agent_name", "workflow", "is_entry", "is_exit", "skip_condition",
                    "retry", "timeout", "fan_out", "join", "inputs", "outputs", "description",
-                   "metadata"})
+                   "metadata", "max_concurrency"})
 _CONN = frozenset({"source_id", "target_id", "condition", "context_passed", "map",
                    "description", "metadata"})
 _RETRY = frozenset({"max_attempts", "initial_delay", "backoff", "max_delay", "jitter"})
@@ -221,6 +221,7 @@ class Node:
     outputs: dict[str, str] | None
     extras: dict[str, Any]
     retry_keys: tuple[str, ...] = ()
+    max_concurrency: int | None = None  # instances of a map target running at once
 
     @property
     def loc(self) -> str:
@@ -301,7 +302,8 @@ def _parse_node(i: int, raw: Any, problems: list[str]) -> Node | None:
         workflow=r.get("workflow", "a string"), is_entry=r.flag("is_entry"),
         is_exit=r.flag("is_exit"), skip=r.condition("skip_condition"), retry=_parse_retry(r),
         timeout=r.number("timeout", 0, above=True), fan_out=r.flag("fan_out"), join=r.flag("join"),
-        inputs=r.mapping("inputs"), outputs=r.mapping("outputs"), extras=r.extras(),
+        inputs=r.mapping("inputs"), outputs=r.mapping("outputs"),
+        max_concurrency=r.number("max_concurrency", 1, integer=True), extras=r.extras(),
         retry_keys=tuple(k for k in retry if k in _RETRY) if isinstance(retry, Mapping) else ())
 
 
