@@ -267,16 +267,12 @@ def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
 
 def _task_args_json(args: Mapping[str, bytes]) -> str | None:
     """``{task id: arg}`` as JSON text, the args' own bytes spliced in (None when empty)."""
-    if not args:
-        return None
     return (b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in args.items())
-            + b"}").decode()
+            + b"}").decode() if args else None
 
 
 def _task_args(raw: str | None) -> dict[str, bytes]:
-    if raw is None:
-        return {}
-    data = orjson.loads(raw)
+    data = {} if raw is None else orjson.loads(raw)
     if not isinstance(data, dict):
         raise TypeError("expected a JSON object")
     return {str(k): orjson.dumps(v) for k, v in data.items()}
