@@ -13,7 +13,7 @@ writes (between the ``fleet`` markers).
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
 temporary folder unless ``--out`` is given), ``--only chain,fanout,inbox``
-(a subset), ``--no-profile``, ``--out DIR``. Raw results go to
+(a subset; ``map`` is the ``Send`` workload), ``--no-profile``, ``--out DIR``. Raw results go to
 ``$TMPDIR/df-bench-results.json``. Targets that are missed are profiled
 (pyinstrument, durable-flow side) and the profiles are added to RESULTS.md.
 """
@@ -224,6 +224,11 @@ class Bench:
         self.results["fanout"] = self.pair("fanout", lambda _side: {}, "fanout",
                                            before=self.floor)
 
+    def map(self) -> None:
+        items = self.args.map_items
+        self.results["map"] = self.pair("map", lambda _side: {"items": items},
+                                        f"map over {items:,} items", before=self.floor)
+
     def inbox(self) -> None:
         runs = self.args.inbox_runs
         build: dict[str, Any] = {}
@@ -262,6 +267,9 @@ class Bench:
                            {"n": n_big, "reads": 5, "profile_run": False}, "chain"))
         if "fanout" in missed:
             wanted.append(("fanout", "fanout run", {}, "fanout"))
+        if "map" in missed:
+            wanted.append(("map", f"map over {self.args.map_items:,} items",
+                           {"items": self.args.map_items}, "map"))
         if "inbox" in missed and getattr(self, "inbox_folder", None):
             wanted.append(("inbox", "inbox list + answer", {"rep": 50,
                                                              "runs": self.args.inbox_runs},
@@ -283,6 +291,9 @@ def _brief(res: dict[str, Any]) -> str:
     parts = []
     if "supersteps_per_s" in res:
         parts.append(f"{res['supersteps_per_s']:.0f} supersteps/s")
+    if "instances_per_s" in res:
+        parts.append(f"{res['instances_per_s']:.0f} instances/s, "
+                     f"{res['bytes_per_instance']:.0f} B/instance")
     if "bytes_per_superstep" in res:
         parts.append(f"{res['bytes_per_superstep']:.0f} B/superstep")
     if "rss_mb" in res:
@@ -447,6 +458,13 @@ def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
         whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s"), "{:.2f}x",
                                lambda r: r >= 3)
         add("fanout", "fanout: at least 3x LangGraph's supersteps/s", *whole, fast)
+    if "map" in res:
+        pair = res["map"]
+        n = pair["ours"][0]["instances"] // pair["ours"][0]["rounds"]
+        whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s"), "{:.2f}x",
+                               lambda r: r >= 3)
+        add("map", f"map over {n:,} items (Send): at least 3x LangGraph's supersteps/s",
+            *whole, fast)
     if "inbox" in res:
         lst = med([r["list_s"] for r in res["inbox"]["runs"]["ours"]])
         n = res["inbox"]["runs"]["ours"][0]["pending"]
@@ -651,6 +669,9 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
                   row("peak RSS, MiB", [r["rss_mb"] for r in f["ours"]],
                       [r["rss_mb"] for r in f["theirs"]], lambda x: f"{x:.0f}"), ""]
 
+    if "map" in res:
+        lines += map_section(res["map"])
+
     if "inbox" in res:
         ib = res["inbox"]
         runs = ib["runs"]
@@ -710,6 +731,34 @@ def _kept_fleet(path: Path) -> str:
     if start in text and end in text:
         return start + text.split(start, 1)[1].split(end, 1)[0] + end
     return ""
+
+
+def map_section(pair: dict[str, Any]) -> list[str]:
+    """The report's section on the map (``Send``) workload."""
+    first = pair["ours"][0]
+    items, rounds = first["instances"] // first["rounds"], first["rounds"]
+
+    def col(side: str, key: str) -> list[float]:
+        return [r[key] for r in pair[side]]
+
+    return [f"## map: `Send` over {items:,} items, {rounds} rounds", "",
+            f"Each round is 3 supersteps: `split` sends one `Send(\"summarize\", i)` per item "
+            f"(ours: in `Command(goto=...)`; LangGraph: from a conditional edge), {items:,} "
+            "`summarize` instances run in one superstep, each appending one ~200-byte message "
+            "and adding 1 to a counter, and `collect` runs once after all of them. "
+            f"{rounds * items:,} instances in all; both sides save each finished instance's "
+            "writes while its siblings still run.", "",
+            HEAD, SEP,
+            row("supersteps/s (higher is better)", col("ours", "supersteps_per_s"),
+                col("theirs", "supersteps_per_s"), _fmt_num, max),
+            row("instances/s (higher is better)", col("ours", "instances_per_s"),
+                col("theirs", "instances_per_s"), _fmt_num, max),
+            row("database bytes per instance", col("ours", "bytes_per_instance"),
+                col("theirs", "bytes_per_instance"), _fmt_bytes),
+            row("database size", col("ours", "db_bytes"), col("theirs", "db_bytes"),
+                _fmt_bytes),
+            row("peak RSS, MiB", col("ours", "rss_mb"), col("theirs", "rss_mb"),
+                lambda x: f"{x:.0f}"), ""]
 
 
 def _kept_analysis(path: Path) -> str:
@@ -785,12 +834,13 @@ def main() -> None:
     parser.add_argument("--reps-big", type=int, default=3,
                         help="repetitions for the largest chain size (N=5000)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", default="chain,fanout,inbox")
+    parser.add_argument("--only", default="chain,fanout,map,inbox")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.sizes = [50, 200, 400] if args.quick else [100, 1000, 5000]
     args.inbox_runs = 300 if args.quick else 10_000
+    args.map_items = 100 if args.quick else 1000
     out_dir = Path(args.out) if args.out else (
         Path(tempfile.mkdtemp(prefix="df-bench-out-")) if args.quick else HERE)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -801,7 +851,7 @@ def main() -> None:
     bench.log(f"durable-flow vs LangGraph: {args.reps} repetitions, output in {out_dir}")
     sections: list[tuple[str, Callable[[], None]]] = [
         ("chain", bench.chain), ("decompose", bench.decompose), ("fanout", bench.fanout),
-        ("inbox", bench.inbox)]
+        ("map", bench.map), ("inbox", bench.inbox)]
     try:
         for name, section in sections:
             if name in only or (name == "decompose" and "chain" in only):

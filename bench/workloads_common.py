@@ -22,6 +22,8 @@ assert len(CONTENT) == 200
 
 FANOUT_WIDTH = 8
 FANOUT_ROUNDS = 50
+MAP_ITEMS = 1000
+MAP_ROUNDS = 3
 INBOX_RUNS = 10_000
 
 
@@ -98,6 +100,21 @@ def fanout_stats(seconds: float, supersteps: int, size0: int,
     return {"seconds": seconds, "supersteps": supersteps,
             "supersteps_per_s": supersteps / seconds, "rounds_per_s": FANOUT_ROUNDS / seconds,
             "db_bytes": db_bytes(path) - size0, "rss_mb": peak_rss_mb()}
+
+
+def map_stats(seconds: float, rounds: int, items: int, size0: int,
+              path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The measurements of one map run, the same for both sides.
+
+    A round is 3 supersteps on both sides (split, the instances, collect),
+    counted the same way for both rather than read from each side's records.
+    """
+    size = db_bytes(path) - size0
+    supersteps, instances = 3 * rounds, items * rounds
+    return {"seconds": seconds, "rounds": rounds, "supersteps": supersteps,
+            "instances": instances, "supersteps_per_s": supersteps / seconds,
+            "instances_per_s": instances / seconds, "db_bytes": size,
+            "bytes_per_instance": size / instances, "rss_mb": peak_rss_mb()}
 
 
 def floor(folder: str, *, synchronous: str = "FULL", count: int = 400) -> dict[str, float]:

@@ -15,15 +15,18 @@ from typing import Annotated, Any, TypedDict
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 from workloads_common import (
     CONTENT,
     FANOUT_ROUNDS,
     FANOUT_WIDTH,
     INBOX_RUNS,
+    MAP_ITEMS,
+    MAP_ROUNDS,
     chain_stats,
     db_bytes,
     fanout_stats,
+    map_stats,
     peak_rss_mb,
     timed,
 )
@@ -37,6 +40,13 @@ class ChainState(TypedDict):
 
 
 class FanState(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    count: Annotated[int, operator.add]
+    rounds: Annotated[int, operator.add]
+
+
+class MapState(TypedDict):
+    items: list[int]
     messages: Annotated[list[dict[str, Any]], operator.add]
     count: Annotated[int, operator.add]
     rounds: Annotated[int, operator.add]
@@ -81,6 +91,31 @@ def fanout_graph(rounds: int = FANOUT_ROUNDS, width: int = FANOUT_WIDTH) -> Stat
     g.add_edge(START, "start")
     g.add_conditional_edges("join", lambda s: "start" if s["rounds"] < rounds else END,
                             ["start", END])
+    return g
+
+
+def map_graph(rounds: int = MAP_ROUNDS) -> StateGraph:
+    """split -> summarize (one Send per item) -> collect, ``rounds`` times."""
+    async def split(state: MapState) -> dict[str, Any]:
+        return {}
+
+    async def summarize(arg: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": CONTENT,
+                              "name": f"s{arg['item']}"}], "count": 1}
+
+    async def collect(state: MapState) -> dict[str, Any]:
+        return {"rounds": 1}
+
+    g = StateGraph(MapState)
+    g.add_node("split", split)
+    g.add_node("summarize", summarize)
+    g.add_node("collect", collect)
+    g.add_edge(START, "split")
+    g.add_conditional_edges("split", lambda s: [Send("summarize", {"item": i})
+                                                for i in s["items"]], ["summarize"])
+    g.add_edge("summarize", "collect")
+    g.add_conditional_edges("collect", lambda s: "split" if s["rounds"] < rounds else END,
+                            ["split", END])
     return g
 
 
@@ -211,6 +246,23 @@ async def fanout(folder: str) -> dict[str, Any]:
     return fanout_stats(t, supersteps, size0, path)
 
 
+async def map_items(folder: str, items: int = MAP_ITEMS,
+                    rounds: int = MAP_ROUNDS) -> dict[str, Any]:
+    path = Path(folder) / "lg.db"
+    graph = map_graph(rounds)
+    size0 = await _setup_size(path)
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t1"}, "recursion_limit": 3 * rounds + 10}
+    t, result = await timed(lambda: app.ainvoke(
+        {"items": list(range(items)), "messages": [], "count": 0, "rounds": 0}, cfg,
+        durability="sync"))
+    assert result["count"] == items * rounds, result["count"]
+    assert len(result["messages"]) == items * rounds
+    await conn.close()
+    return map_stats(t, rounds, items, size0, path)
+
+
 async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
     """Setup only: ``runs`` threads stopped at an interrupt, with synchronous=NORMAL."""
     path = Path(folder) / "lg_inbox.db"
@@ -253,4 +305,5 @@ async def inbox(folder: str, rep: int, runs: int = INBOX_RUNS) -> dict[str, Any]
     return {"list_s": t_list, "pending": len(pending), "resume_s": t_resume}
 
 
-WORKLOADS = {"chain": chain, "fanout": fanout, "inbox_build": inbox_build, "inbox": inbox}
+WORKLOADS = {"chain": chain, "fanout": fanout, "map": map_items, "inbox_build": inbox_build,
+             "inbox": inbox}

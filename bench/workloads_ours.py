@@ -15,19 +15,24 @@ from workloads_common import (
     FANOUT_ROUNDS,
     FANOUT_WIDTH,
     INBOX_RUNS,
+    MAP_ITEMS,
+    MAP_ROUNDS,
     chain_stats,
     db_bytes,
     fanout_stats,
+    map_stats,
     peak_rss_mb,
     timed,
 )
 
 from durable_flow import (
     Blackboard,
+    Command,
     MemoryStore,
     Message,
     RunStatus,
     Runtime,
+    Send,
     WorkflowBuilder,
     add,
 )
@@ -48,6 +53,12 @@ class ChainState(Blackboard):
 
 
 class FanState(Blackboard):
+    count: Annotated[int, add] = 0
+    rounds: Annotated[int, add] = 0
+
+
+class MapState(Blackboard):
+    items: list[int] = []
     count: Annotated[int, add] = 0
     rounds: Annotated[int, add] = 0
 
@@ -92,6 +103,29 @@ def fanout_workflow(rounds: int = FANOUT_ROUNDS, width: int = FANOUT_WIDTH) -> A
     b.add_fan_in(names, "join")
     b.add_edge("join", "start", when=lambda s: s.rounds < rounds)
     b.set_entry("start")
+    return b.build()
+
+
+def map_workflow(rounds: int = MAP_ROUNDS) -> Any:
+    """split -> summarize[i] (one Send per item) -> collect, ``rounds`` times."""
+    b = WorkflowBuilder("bench_map", state=MapState)
+
+    async def split(state: MapState, ctx: Any) -> Command:
+        return Command(goto=[Send("summarize", i) for i in state.items])
+
+    async def summarize(state: MapState, ctx: Any) -> dict[str, Any]:
+        return {"messages": [Message(role="assistant", content=CONTENT, name=f"s{ctx.arg}")],
+                "count": 1}
+
+    async def collect(state: MapState, ctx: Any) -> dict[str, Any]:
+        return {"rounds": 1}
+
+    b.add_node("split", split, goto=["summarize"])
+    b.add_node("summarize", summarize, arg_type=int)
+    b.add_node("collect", collect)
+    b.add_edge("summarize", "collect")
+    b.add_edge("collect", "split", when=lambda s: s.rounds < rounds)
+    b.set_entry("split")
     return b.build()
 
 
@@ -189,6 +223,20 @@ async def fanout(folder: str) -> dict[str, Any]:
     return fanout_stats(t, supersteps, size0, path)
 
 
+async def map_items(folder: str, items: int = MAP_ITEMS,
+                    rounds: int = MAP_ROUNDS) -> dict[str, Any]:
+    path = Path(folder) / "ours.db"
+    wf = map_workflow(rounds)
+    size0 = await _setup_size(path)
+    async with Runtime(_store(path)) as rt:
+        t, result = await timed(lambda: rt.run(wf, {"items": list(range(items))},
+                                               max_supersteps=3 * rounds + 10))
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.state.count == items * rounds, result.state.count
+        assert len(result.state.messages) == items * rounds
+    return map_stats(t, rounds, items, size0, path)
+
+
 async def inbox_build(folder: str, runs: int = INBOX_RUNS) -> dict[str, Any]:
     """Setup only: ``runs`` waiting runs, written with synchronous=NORMAL to be quick."""
     path = Path(folder) / "ours_inbox.db"
@@ -231,5 +279,5 @@ async def decompose(folder: str, n: int) -> dict[str, Any]:
     return out
 
 
-WORKLOADS = {"decompose": decompose, "chain": chain, "fanout": fanout,
+WORKLOADS = {"decompose": decompose, "chain": chain, "fanout": fanout, "map": map_items,
              "inbox_build": inbox_build, "inbox": inbox}

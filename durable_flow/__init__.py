@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "append": "model._reducers",
     "merge": "model._reducers",
     "RetryPolicy": "model._retry",
+    "Send": "model._send",
     "configure_logging": "runtime._logging",
     "Runtime": "runtime._runtime",
     "Worker": "runtime._worker",
@@ -139,6 +140,7 @@ if _typing.TYPE_CHECKING:
     )
     from .model._reducers import add, append, merge
     from .model._retry import RetryPolicy
+    from .model._send import Send
     from .runtime._logging import configure_logging
     from .runtime._runtime import Runtime
     from .runtime._worker import Worker
@@ -202,6 +204,7 @@ __all__ = [
     "RunStatus",
     "Runtime",
     "SchemaVersionError",
+    "Send",
     "SerializationError",
     "Snapshot",
     "SqliteStore",

@@ -21,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from durable_flow import (
     END,
     Blackboard,
+    Command,
     RetryPolicy,
     Runtime,
+    Send,
     WorkflowBuilder,
     add,
     append,
@@ -225,10 +227,46 @@ def deep_workflow() -> Any:
     return tb.build()
 
 
+class Items(Blackboard):
+    items: list[int] = []
+    squares: Annotated[list[int], append] = []
+    total: int = 0
+
+
+def map_workflow() -> Any:
+    """split -> square[i] (one Send per item) -> total."""
+    b = WorkflowBuilder("crash-map", state=Items)
+
+    @b.node(goto=["square"])
+    async def split(state: Items, ctx: Any) -> Command:
+        record(f"split@{ctx.superstep}")
+        return Command(goto=[Send("square", n) for n in state.items])
+
+    @b.node(arg_type=int, max_concurrency=4)
+    async def square(state: Items, ctx: Any) -> dict[str, Any]:
+        if f"after_commit:{ctx.superstep - 1}" == POINT:
+            die()  # the Sends are committed; no instance has run
+        record(f"{ctx.node}@{ctx.superstep}")
+        if f"sibling:{ctx.node}" == POINT:
+            await saved_siblings(ctx.run_id, len(state.items) - 1)
+            die()
+        return {"squares": [ctx.arg * ctx.arg]}
+
+    @b.node()
+    async def total(state: Items, ctx: Any) -> dict[str, Any]:
+        record(f"total@{ctx.superstep}")
+        return {"total": sum(state.squares)}
+
+    b.set_entry("split")
+    b.add_edge("square", "total")
+    return b.build()
+
+
 SCENARIOS = {"parallel": parallel_workflow, "approval": approval_workflow,
-             "nested": nested_workflow, "deep": deep_workflow}
+             "nested": nested_workflow, "deep": deep_workflow, "map": map_workflow}
 INPUTS: dict[str, dict[str, Any]] = {"parallel": {"rounds": 6}, "approval": {},
-                                     "nested": {"topic": "tides"}, "deep": {}}
+                                     "nested": {"topic": "tides"}, "deep": {},
+                                     "map": {"items": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}
 
 
 async def child(db: str, run_id: str, scenario: str) -> None:

@@ -158,3 +158,28 @@ async def test_request_three_levels_deep_answered_from_a_new_process(tmp_path: P
     assert values["ok"] is True
     counts = executions(log)
     assert counts["review.legal.approve@1"] == 2  # asked, then answered
+
+
+async def test_map_instances_finished_before_a_sigkill_are_not_run_again(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "map", "sibling:square[10]", "r1") == -signal.SIGKILL
+    values = await finish(db, "map", "r1")
+    assert values == await reference("map")
+    assert values["squares"] == [n * n for n in range(1, 12)]
+    counts = executions(log)
+    assert counts["square[10]@2"] == 2  # killed mid-way, then run again
+    assert all(counts[f"square[{i}]@2"] == 1 for i in range(10)), counts
+    assert counts["split@1"] == 1 and counts["total@3"] == 1
+
+
+async def test_map_instances_scheduled_before_a_sigkill_keep_their_args(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "exec.log"
+    assert spawn(db, log, "map", "after_commit:1", "r1") == -signal.SIGKILL
+    async with Runtime(SqliteStore(db)) as rt:
+        snap = await rt.get_state("r1")
+        assert snap.next_tasks == tuple(f"square[{i}]" for i in range(11))
+    values = await finish(db, "map", "r1")
+    assert values == await reference("map")
+    counts = executions(log)
+    assert counts["split@1"] == 1
+    assert all(counts[f"square[{i}]@2"] == 1 for i in range(11)), counts

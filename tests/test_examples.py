@@ -78,3 +78,32 @@ def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
     for fetch in ("archive", "papers", "news"):
         assert log.count(f"{fetch} did its work") == 1, "a committed fetch ran again"
     assert log.count("summarize started") == 2  # killed inside it, then run again
+
+
+def _map_review(tmp_path: Path, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "map_review.py"), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "exited with -9" in proc.stdout  # the SIGKILL happened
+    assert "still waiting: review[11]@2/approve@2#0, review[15]@2/approve@2#0, " \
+           "review[19]@2/approve@2#0" in proc.stdout
+    assert "final: completed - 20 reviewed, 1 rejected" in proc.stdout
+    log = (tmp_path / "map_review.log").read_text().splitlines()
+    assert all(log.count(f"extract contract-{i:02d}") == 1 for i in range(20))
+    risky = {3, 7, 11, 15, 19}
+    runs = {i: log.count(f"approve review[{i}].approve") for i in range(20)}
+    # low risk: once; risky: asked, then answered; review[7] also killed mid-answer
+    assert runs == {i: 1 if i not in risky else 3 if i == 7 else 2 for i in range(20)}
+    assert log.count("report") == 1
+    return proc.stdout
+
+
+def test_map_review_survives_a_sigkill_between_answers_on_sqlite(tmp_path: Path) -> None:
+    _map_review(tmp_path)
+
+
+def test_map_review_survives_a_sigkill_between_answers_on_postgresql(tmp_path: Path) -> None:
+    from stores.pgdb import fresh_database
+
+    with fresh_database() as dsn:
+        _map_review(tmp_path, dsn)

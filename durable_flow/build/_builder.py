@@ -36,7 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 
 
-_NODE_OPTIONS = frozenset({"retry", "timeout", "skip_if", "goto", "produces", "consumes"})
+_NODE_OPTIONS = frozenset({"retry", "timeout", "skip_if", "goto", "produces", "consumes",
+                           "arg_type", "max_concurrency"})
 _TRANSFORM_OPTIONS = frozenset({"retry", "timeout", "skip_if"})
 
 
@@ -57,6 +58,7 @@ class WorkflowBuilder:
         self._edges: list[tuple[str, str, ConditionLike | None]] = []
         self._switches: dict[str, tuple[list[tuple[ConditionLike, str]], str | None]] = {}
         self._fan_ins: list[tuple[tuple[str, ...], str]] = []
+        self._maps: dict[tuple[str, str], str] = {}
         self._entry: str | None = None
         self._exits: set[str] = set()
         self._problems: list[str] = []
@@ -74,11 +76,15 @@ class WorkflowBuilder:
         goto: Iterable[str] = (),
         produces: Iterable[str] | None = None,
         consumes: Iterable[str] = (),
+        arg_type: Any = None,
+        max_concurrency: int | None = None,
     ) -> WorkflowBuilder:
         """Add a function node: ``(state, ctx) -> dict | Command | None`` (sync or async).
 
         ``goto``, ``produces`` and ``consumes`` are lists of names (one
-        string is taken as a list of one).
+        string is taken as a list of one). For a node started by ``Send``
+        (one instance per item): ``arg_type`` is the type ``ctx.arg`` is
+        validated into, ``max_concurrency`` how many instances run at once.
         """
         if not callable(fn):
             self._problems.append(f"node {id!r}: {fn!r} is not callable")
@@ -92,7 +98,8 @@ class WorkflowBuilder:
         return self.add_spec(NodeSpec(
             id=id, fn=fn, retry=retry, timeout=timeout,
             skip_if=self._condition(skip_if, f"{where} skip_if"),
-            goto=targets or (), produces=writes, consumes=reads or ()))
+            goto=targets or (), produces=writes, consumes=reads or (),
+            arg_type=self._arg_type(arg_type, where), max_concurrency=max_concurrency))
 
     def node(self, id: str | None = None, **options: Any) -> Callable[[F], F]:
         """Decorator form of :meth:`add_node`; the id defaults to the function name."""
@@ -126,12 +133,16 @@ class WorkflowBuilder:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         skip_if: ConditionLike | None = None,
+        max_concurrency: int | None = None,
     ) -> WorkflowBuilder:
         """Add a nested workflow as a node.
 
         ``inputs`` maps inner fields from parent fields (``{inner: parent}``),
         ``outputs`` maps parent fields from inner fields (``{parent: inner}``);
-        a list means the same names on both sides.
+        a list means the same names on both sides. Started by ``Send``, each
+        instance is a nested run of its own whose ``arg`` (a dict of inner
+        fields) goes over ``inputs``; ``max_concurrency`` bounds how many run
+        at once.
         """
         if not isinstance(workflow, Workflow):
             hint = (" (call .build() on the builder first)"
@@ -153,7 +164,7 @@ class WorkflowBuilder:
         return self.add_spec(NodeSpec(
             id=id, fn=None, kind="subworkflow", retry=retry, timeout=timeout,
             skip_if=self._condition(skip_if, f"node {id!r} skip_if"),
-            produces=tuple(outs), consumes=tuple(ins.values()),
+            produces=tuple(outs), consumes=tuple(ins.values()), max_concurrency=max_concurrency,
             subworkflow=SubworkflowSpec(workflow, MappingProxyType(ins), MappingProxyType(outs))))
 
     def add_agent(
@@ -219,6 +230,12 @@ class WorkflowBuilder:
             self._problems.append(f"node {spec.id!r}: timeout must be a positive number of "
                                   f"seconds, got {spec.timeout!r:.60}")
             spec = dataclasses.replace(spec, timeout=None)
+        limit = spec.max_concurrency
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            self._problems.append(f"node {spec.id!r}: max_concurrency must be a positive int, "
+                                  f"got {limit!r:.60}")
+            spec = dataclasses.replace(spec, max_concurrency=None)
         if not isinstance(spec.id, str) or not _ID.fullmatch(spec.id) or spec.id == END:
             # not registered: an invalid id would only cause follow-up noise
             # (unreachable, unknown targets) or shadow END
@@ -302,6 +319,21 @@ class WorkflowBuilder:
             self._fan_ins.append((names, target))
         return self
 
+    def map_connection(self, source: str, target: str, items: str) -> WorkflowBuilder:
+        """Make the connection ``source`` -> ``target`` a map over the state path ``items``.
+
+        The connection (an edge, a switch case or default, added as usual) is
+        taken as before; taken, it starts one instance of ``target`` per item
+        of the list at ``items`` (``target[0]``, ``target[1]``, ...), each
+        item as that instance's ``ctx.arg``, like one ``Send`` per item.
+        """
+        if not all(isinstance(x, str) for x in (source, target, items)) or not items:
+            self._problems.append(f"map {source!r:.40} -> {target!r:.40}: source, target and "
+                                  f"items must be strings, got {items!r:.60} as items")
+            return self
+        self._maps[(source, target)] = items
+        return self
+
     def set_entry(self, id: str) -> WorkflowBuilder:
         """Set the entry node (calling again replaces it)."""
         if not isinstance(id, str):
@@ -355,7 +387,7 @@ class WorkflowBuilder:
             switches=MappingProxyType(switches),
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
-            max_supersteps=limit, version=self.version)
+            max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)))
         from ._validate import validate_graph
 
         problems += validate_graph(wf)
@@ -384,6 +416,20 @@ class WorkflowBuilder:
         except TypeError as exc:
             (self._problems if problems is None else problems).append(f"{where}: {exc}")
         return None
+
+    def _arg_type(self, arg_type: Any, where: str) -> Any:
+        """``arg_type`` when pydantic can validate into it; None, reported, otherwise."""
+        if arg_type is None:
+            return None
+        from ..model._send import arg_adapter
+
+        try:
+            arg_adapter(arg_type)
+        except Exception as exc:  # pydantic raises several kinds for a non-type
+            self._problems.append(f"{where} arg_type: {arg_type!r:.60} is not a type pydantic "
+                                  f"can validate into ({type(exc).__name__})")
+            return None
+        return arg_type
 
     def _check_field(self, schema: Any, name: str, where: str) -> None:
         if name not in schema.fields and not schema.free_form:

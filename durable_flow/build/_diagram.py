@@ -3,8 +3,10 @@
 Both mark the same things: the entry (an arrow from a ``start`` point), the
 exits (an arrow to an ``end`` point), skippable nodes (dashed, with their
 skip condition), join nodes (a hexagon, reached by thick arrows from the
-sources it waits for) and sub-workflow nodes. First-match connections are
-numbered in the order they are tried; ``goto`` targets are dotted arrows.
+sources it waits for), sub-workflow nodes and map nodes (started once per
+item by ``Send`` or a map connection: drawn as a stack). First-match
+connections are numbered in the order they are tried; ``goto`` targets are
+dotted arrows; a map connection names the items it maps over.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from ..model._graph import END, NodeSpec, Workflow
 
 __all__ = ["to_dot", "to_mermaid"]
 
-_MERMAID_SHAPES = {"plain": ('["', '"]'), "join": ('{{"', '"}}'), "subworkflow": ('[["', '"]]')}
+_MERMAID_SHAPES = {"plain": ('["', '"]'), "join": ('{{"', '"}}'), "subworkflow": ('[["', '"]]'),
+                   "map": ('@{ shape: procs, label: "', '" }')}
 _MERMAID_CLASSES = (
     "classDef entry stroke-width:3px",
     "classDef exit stroke-width:3px,stroke:#444",
@@ -48,9 +51,18 @@ def _is_join(wf: Workflow, node: str) -> bool:
     return any(f.target == node for f in wf.fan_ins)
 
 
+def _is_map(wf: Workflow, spec: NodeSpec) -> bool:
+    """Whether the node runs as instances (``arg_type``, ``max_concurrency``, map target)."""
+    return (spec.arg_type is not None or spec.max_concurrency is not None
+            or any(target == spec.id for _, target in wf.maps))
+
+
 def _notes(wf: Workflow, spec: NodeSpec) -> list[str]:
     """The lines under a node's id: its marks, skip condition and sub-workflow."""
     tags = [t for t in _tags(wf, spec) if t != "skippable"]
+    if _is_map(wf, spec):
+        limit = spec.max_concurrency
+        tags.append("map" if limit is None else f"map, at most {limit} at once")
     lines = [" · ".join(tags)] if tags else []
     if spec.skip_if is not None:
         lines.append(f"skip if {spec.skip_if.label}")
@@ -60,6 +72,16 @@ def _notes(wf: Workflow, spec: NodeSpec) -> list[str]:
 
 
 def _links(wf: Workflow) -> Iterator[_Link]:
+    for link in _graph_links(wf):
+        path = wf.maps.get((link.source, link.target)) if link.style == "plain" else None
+        if path is None:
+            yield link
+        else:
+            label = f"{link.label}, map {path}" if link.label else f"map {path}"
+            yield _Link(link.source, link.target, label)
+
+
+def _graph_links(wf: Workflow) -> Iterator[_Link]:
     for node in wf.nodes:
         sw = wf.switches.get(node)
         if sw is not None:
@@ -95,13 +117,14 @@ def to_mermaid(workflow: Workflow, *, direction: str = "TD") -> str:
 
     Entry and exits hang off ``start``/``end`` points and are styled;
     skippable nodes are dashed and show their condition; join nodes are
-    hexagons; sub-workflow nodes are boxed twice.
+    hexagons; sub-workflow nodes are boxed twice; map nodes are stacks
+    (Mermaid's ``procs`` shape, Mermaid 11.3 or later).
     """
     ids = {node: f"n{i}" for i, node in enumerate(workflow.nodes)}
     ids[END] = "__end__"
     lines = [f"flowchart {direction}", '    __start__(("start")):::terminal']
     for node, spec in workflow.nodes.items():
-        shape = "join" if _is_join(workflow, node) else (
+        shape = "join" if _is_join(workflow, node) else "map" if _is_map(workflow, spec) else (
             "subworkflow" if spec.subworkflow is not None else "plain")
         label = "<br/>".join([_mermaid_text(node), *(f"<small>{_mermaid_text(n)}</small>"
                                                      for n in _notes(workflow, spec))])
@@ -133,7 +156,7 @@ def to_dot(workflow: Workflow) -> str:
 
     Marks as in :func:`to_mermaid`: start/end points, bold entry and double
     border exits, dashed skippable nodes, hexagon joins with bold arrows,
-    sub-workflows as components, dotted gotos.
+    sub-workflows as components, map nodes as 3-D boxes (a stack), dotted gotos.
     """
     lines = [f"digraph {_dot_text(workflow.name)} {{", "    rankdir=TB;",
              '    node [shape=box, style="rounded"];',
@@ -142,8 +165,8 @@ def to_dot(workflow: Workflow) -> str:
     for node, spec in workflow.nodes.items():
         tags = _tags(workflow, spec)
         attrs = {"label": _dot_text("\n".join([node, *_notes(workflow, spec)]))}
-        attrs["shape"] = "hexagon" if "join" in tags else (
-            "component" if spec.subworkflow is not None else "box")
+        attrs["shape"] = "hexagon" if "join" in tags else "box3d" if _is_map(workflow, spec) \
+            else ("component" if spec.subworkflow is not None else "box")
         attrs["style"] = _dot_text(",".join(["rounded", *(["dashed"] if "skippable" in tags else []),
                                              *(["bold"] if "entry" in tags else [])]))
         if "exit" in tags:

@@ -16,6 +16,7 @@ def validate_graph(wf: Workflow) -> list[str]:
     problems: list[str] = []
     problems += _check_entry(wf)
     problems += _check_targets(wf)
+    problems += _check_maps(wf)
     problems += check_text(wf)
     if wf.entry in wf.nodes:
         problems += _check_reachability(wf)
@@ -67,6 +68,27 @@ def _check_targets(wf: Workflow) -> list[str]:
     return problems
 
 
+def _check_maps(wf: Workflow) -> list[str]:
+    """Each map is a connection the graph has, over a path that starts with a state field."""
+    problems = []
+    schema = wf.schema
+    for (source, target), path in sorted(wf.maps.items()):
+        where = f"map {source} -> {target}"
+        sw = wf.switches.get(source)
+        switched = sw is not None and (target == sw.default
+                                       or any(t == target for _, t in sw.cases))
+        if not switched and all(e.target != target for e in wf.edges.get(source, ())):
+            problems.append(f"{where}: there is no edge or switch case from {source!r} to "
+                            f"{target!r} to make a map")
+        elif target == END:
+            problems.append(f"{where}: END cannot be mapped over")
+        field = path.split(".")[0]
+        if not schema.free_form and field not in schema.fields:
+            problems.append(f"{where}: items {path!r} does not start with a state field of "
+                            f"{schema.cls.__name__}")
+    return problems
+
+
 def check_text(wf: Workflow) -> list[str]:
     """Every name and condition of ``wf`` that cannot be stored (not valid Unicode).
 
@@ -108,6 +130,8 @@ def _texts(wf: Workflow) -> Iterator[tuple[str, str | None]]:
     for fan in wf.fan_ins:
         yield from ((f"fan-in into {fan.target!r}", name) for name in (*fan.sources, fan.target))
     yield from (("an exit", x) for x in sorted(wf.exits))
+    for (source, target), path in wf.maps.items():
+        yield f"map {source!r} -> {target!r}", path
 
 
 def reachable(wf: Workflow, start: str, *, avoid: Iterable[str] = ()) -> set[str]:

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._send import group_tasks
 from ._support import CliOptions, compact, jsonable
 
 __all__ = [
@@ -102,7 +103,7 @@ def history_table(checkpoints: Sequence[CheckpointInfo]) -> Table:
     for c in checkpoints:
         ref = f"@{c.superstep}" if c.namespace == "" else str(c.superstep)
         table.add_row(ref, cell(c.id), when(c.created_at), c.source,
-                      status_text(c.status), cell(", ".join(c.nodes)),
+                      status_text(c.status), cell(tasks_text(c.nodes)),
                       cell(c.routing_reason or ""), byte_size(c.size))
     return table
 
@@ -115,6 +116,28 @@ def byte_size(size: int) -> str:
             break
         value, unit = value / 1000, bigger
     return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def tasks_text(tasks: Sequence[str]) -> str:
+    """Task ids for a table: a node's consecutive ``Send`` instances as ``summarize[0..39]``."""
+    return ", ".join(group_tasks(tasks))
+
+
+def instance_counts(snap: Snapshot) -> list[str]:
+    """Per map node among the next tasks: its instances, and how many wait for input."""
+    counts: dict[str, list[str]] = {}
+    for task in snap.next_tasks:
+        node, bracket, _ = task.partition("[")
+        if bracket:
+            counts.setdefault(node, []).append(task)
+    prefix = f"{snap.namespace}." if snap.namespace else ""
+    asking = {r.node.removeprefix(prefix).split(".")[0] for r in snap.pending_requests}
+    lines = []
+    for node, tasks in counts.items():
+        waiting = sum(t in asking for t in tasks)
+        lines.append(f"{node}: {len(tasks)} instance{'s' * (len(tasks) != 1)}"
+                     + (f", {waiting} waiting for input" if waiting else ""))
+    return lines
 
 
 def schema_summary(schema: dict[str, Any]) -> str:
@@ -181,7 +204,8 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
         rows.append(("namespace", cell(snap.namespace)))
     rows += [("status", status_text(snap.status)), ("checkpoint", cell(snap.checkpoint_id)),
              ("superstep", str(snap.superstep)),
-             ("next tasks", cell(", ".join(snap.next_tasks) or "(none)"))]
+             ("next tasks", cell(tasks_text(snap.next_tasks) or "(none)"))]
+    rows += [("map", cell(line)) for line in instance_counts(snap)]
     if snap.error is not None:
         where = f" in {snap.error.node}" if snap.error.node else ""
         rows.append(("error", cell(f"{snap.error.type}{where}: {snap.error.message}", "red")))
@@ -193,7 +217,8 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
     if info is not None and snap.pending_requests:
         parts.append(requests_table(snap.pending_requests, with_run=False))
     for node, sub in snap.subworkflows.items():
-        parts.append(Text(f"sub-workflow {node} (namespace {sub.namespace or node})",
+        kind = "sub-workflow instance" if "[" in node else "sub-workflow"
+        parts.append(Text(f"{kind} {node} (namespace {sub.namespace or node})",
                           style="bold"))
         parts.append(Padding(snapshot_view(sub), (0, 0, 0, 4), expand=False))
     return Group(*parts)

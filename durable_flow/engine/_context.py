@@ -127,8 +127,12 @@ class NodeContext:
 
     ``run_id``, ``node`` (qualified path such as ``review.legal.approve``),
     ``superstep``, ``history`` (this node's own messages) and ``log`` (a
-    structlog logger bound to run, node and superstep).
+    structlog logger bound to run, node and superstep). ``arg`` is the
+    argument of the ``Send`` that started this instance (read-only, validated
+    into the node's ``arg_type``), None for a task no ``Send`` started.
     """
+
+    arg: Any = None
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
+from ..model._send import node_of
 from ..model._serde import decode, encode
 from ..store._protocols import (
     CheckpointMeta,
@@ -103,7 +104,7 @@ async def prepare_fork(
             await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
         if node is not None:
             thread = f"{write.meta.id}/{node}"
-            sub = target_wf.nodes[node].subworkflow
+            sub = target_wf.nodes[node_of(node)].subworkflow
             if sub is not None:
                 target_wf = sub.workflow
     top = copies.checkpoints[0]
@@ -186,7 +187,7 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
             _check_bytes(run_id, src.id, data, f"the step {name!r} of {qual!r}")
             copies.steps.append(StepRow(new.run_id, new.id, qual, name, data, now))
         head = await store.thread_head(run_id, f"{src.id}/{node}")
-        sub = wf.nodes[node].subworkflow if node in wf.nodes else None
+        sub = wf.nodes[node_of(node)].subworkflow if node_of(node) in wf.nodes else None
         if head is not None and sub is not None:
             loaded = await _load(store, head, given)
             decode_checkpoint(loaded, sub.workflow.schema)
@@ -273,7 +274,8 @@ async def plan_update(
         routed = route(workflow, workflow.schema.build(new_values), [Completed(as_node)],
                        state.meta.joins)
     else:
-        routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None)
+        routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None,
+                        args=dict(state.meta.task_args))
     for name, data in changed.items():  # values a reducer produced must be storable too
         if data is None:
             changed[name] = encode_field(as_node or "<update>", name, new_values[name])

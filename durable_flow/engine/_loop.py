@@ -16,6 +16,7 @@ import asyncio
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .._logs import get_logger
@@ -35,6 +36,7 @@ from ..model._messages import Message
 from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
+from ..model._send import node_of, task_key
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointStore,
@@ -48,6 +50,7 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._context import Interrupt, TaskIO
+from ._instances import blocked_subworkflows, gates, run_gated, task_arg
 from ._preflight import preflight
 from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
 from ._task import (
@@ -210,7 +213,7 @@ class ThreadRunner:
         new_requests = [q for r in results if r.kind == "interrupted" for q in r.requests]
         reopen = [rid for r in results for rid in r.reopen]
         if failures:
-            first = min(failures, key=lambda r: r.node)
+            first = min(failures, key=lambda r: task_key(r.node))
             return await self._fail(st, first.error or RuntimeError("failed"), first.node,
                                     unsaved, new_requests, reopen)
         if new_requests or blocked or any(r.kind == "interrupted" for r in results):
@@ -236,12 +239,10 @@ class ThreadRunner:
             answered.setdefault(local, {})[req.index] = req
             if req.answer is None:
                 blocked.add(local)
-        subs = [n for n in base.next_tasks if self.wf.nodes[n].kind == "subworkflow"]
+        subs = [n for n in base.next_tasks if self.wf.nodes[node_of(n)].kind == "subworkflow"]
         if subs:
-            for req in await store.get_requests(run_id, open_only=True):
-                for n in subs:
-                    if req.id.startswith(f"{self.prefix}{n}@{step}/"):
-                        blocked.add(n)
+            blocked |= blocked_subworkflows(self.prefix, step, subs,
+                                            await store.get_requests(run_id, open_only=True))
         return saved, answered, blocked
 
     async def _run_tasks(
@@ -261,8 +262,9 @@ class ThreadRunner:
             return [], saved_now
         queue: list[TaskResult] = []
         flusher: asyncio.Task[None] | None = None
-        pending = {asyncio.create_task(
-            self._run_task(n, st, step, snapshot, answered.get(n, {}), resumed)) for n in todo}
+        gate = gates(self.wf, todo)  # nodes with max_concurrency: their instances take turns
+        pending = {asyncio.create_task(run_gated(gate, n, partial(
+            self._run_task, n, st, step, snapshot, answered.get(n, {}), resumed))) for n in todo}
         for task in pending:
             fence.track(task)
         results: list[TaskResult] = []
@@ -304,7 +306,7 @@ class ThreadRunner:
         self, node: str, st: ThreadState, step: int, snapshot: Any,
         answered: dict[int, RequestRow], resumed: bool,
     ) -> TaskResult:
-        spec = self.wf.nodes[node]
+        spec = self.wf.nodes[node_of(node)]
         qual = self.qualify(node)
         log = _log.bind(run_id=self.rc.run_id, node=qual, superstep=step)
         self.rc.emit("node_started", self.namespace, step, qual)
@@ -312,14 +314,15 @@ class ThreadRunner:
         io = TaskIO(run=self.rc, checkpoint_id=st.meta.id, thread=self.thread,
                     request_prefix=self.prefix, answered=answered, steps=steps)
         view = spec.view(snapshot) if spec.view is not None else snapshot
+        arg = task_arg(st.meta, spec, node)
         holder: list[Any] = []
 
         async def attempt() -> Any:
-            ctx = make_context(io, qual, step, st.histories.get(node, []), log)
+            ctx = make_context(io, qual, step, st.histories.get(node, []), log, arg)
             holder[:] = [ctx]
-            sub = (lambda: self._run_child(spec, view, st, step)) \
+            sub = (lambda: self._run_child(spec, view, st, step, node, arg)) \
                 if spec.kind == "subworkflow" else None
-            coro = call_node(spec, self._takes_ctx[node], view, ctx, sub)
+            coro = call_node(spec, self._takes_ctx[spec.id], view, ctx, sub)
             if spec.timeout is None:
                 return await coro
             async with asyncio.timeout(spec.timeout):
@@ -364,23 +367,30 @@ class ThreadRunner:
         return interrupted(node, exc)
 
     # sub-workflows ------------------------------------------------------------
-    def child_runner(self, spec: NodeSpec, st: ThreadState, step: int) -> ThreadRunner:
-        """The runner of the thread sub-workflow node ``spec`` runs in from ``st``."""
-        sub = spec.subworkflow
-        if sub is None:
-            raise TypeError(f"node {spec.id!r} is not a sub-workflow")
-        return ThreadRunner(
-            self.rc, sub.workflow, thread=f"{st.meta.id}/{spec.id}",
-            namespace=self.qualify(spec.id), request_prefix=f"{self.prefix}{spec.id}@{step}/")
+    def child_runner(self, spec: NodeSpec, st: ThreadState, step: int,
+                     task: str | None = None) -> ThreadRunner:
+        """The runner of the thread sub-workflow node ``spec`` runs in from ``st``.
 
-    async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int) -> Any:
+        ``task`` names the instance (``review[2]``) when a ``Send`` started it.
+        """
         sub = spec.subworkflow
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
-        child = self.child_runner(spec, st, step)
+        task = task or spec.id
+        return ThreadRunner(
+            self.rc, sub.workflow, thread=f"{st.meta.id}/{task}",
+            namespace=self.qualify(task), request_prefix=f"{self.prefix}{task}@{step}/")
+
+    async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int,
+                         task: str, arg: Any) -> Any:
+        sub = spec.subworkflow
+        if sub is None:
+            raise TypeError(f"node {spec.id!r} is not a sub-workflow")
+        child = self.child_runner(spec, st, step, task)
         head = await self.rc.store.thread_head(self.rc.run_id, child.thread)
         if head is None:
             data = {inner: getattr(view, outer, None) for inner, outer in sub.inputs.items()}
+            data.update(arg or {})  # an instance's arg goes over the inputs mapping
             values = input_values(child.schema, data)
             from ..model._routing import route_entry
 
@@ -399,7 +409,7 @@ class ThreadRunner:
                 err = ErrorInfo(type="Error", message="failed", node=child.namespace)
             raised = SubworkflowError(err.node or child.namespace, err.type, err.message,
                                       err.traceback)
-            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(spec.id),
+            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(task),
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
             raise raised
@@ -407,7 +417,7 @@ class ThreadRunner:
 
     # outcomes -----------------------------------------------------------------
     async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:
-        writes.sort(key=lambda r: r.node)
+        writes.sort(key=lambda r: task_key(r.node))
         values = dict(st.values)
         histories = dict(st.histories)
         lww: dict[str, str] = {}
@@ -433,8 +443,8 @@ class ThreadRunner:
                 appended.setdefault(history_channel(r.node), []).append(
                     r.history_bytes or b"[]")
         snapshot = self.schema.build(values)
-        routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason) for r in writes],
-                       st.meta.joins)
+        routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
+                                           for r in writes], st.meta.joins)
         return await self.commit_state(st, step, values, histories, changed, appended, routed,
                                        tuple(r.node for r in writes))
 
@@ -472,8 +482,9 @@ class ThreadRunner:
             created_at=utcnow(), status=status, source=source, nodes=nodes,
             routing_reason=routed.reason, next_tasks=routed.next_tasks, joins=routed.joins,
             value_versions={**base.value_versions, **dict.fromkeys(vals, seq)},
-            log_lengths=lengths,
-            size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+            log_lengths=lengths, task_args=routed.args,
+            size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
+            + sum(map(len, routed.args.values())))
         run = None
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..model._send import node_of
 from ..model._serde import decode
+from ._instances import task_arg
 from ._state import DAMAGE, ThreadState, corrupted
 from ._task import TaskResult
 
@@ -35,14 +37,15 @@ async def preflight(runner: ThreadRunner, st: ThreadState) -> None:
         if req.answer is not None:
             _check(run_id, base.id, req.answer, f"the answer to {req.id!r}")
     for node in base.next_tasks:
-        spec = runner.wf.nodes.get(node)
+        spec = runner.wf.nodes.get(node_of(node))
         if spec is None:
             continue
+        task_arg(base, spec, node)
         qual = runner.qualify(node)
         for name, data in (await store.get_steps(run_id, base.id, qual)).items():
             _check(run_id, base.id, data, f"the step {name!r} of {qual!r}")
         if spec.kind == "subworkflow" and spec.subworkflow is not None:
-            child = runner.child_runner(spec, st, base.superstep + 1)
+            child = runner.child_runner(spec, st, base.superstep + 1, node)
             head = await store.thread_head(run_id, child.thread)
             if head is not None:
                 state = rc.preloaded[child.thread] = await child.load(head.id)

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from ..errors import InvalidGotoError, LeaseLostError, StateUpdateError
-from ..model._graph import END, Command, NodeSpec
+from ..errors import LeaseLostError, StateUpdateError
+from ..model._graph import Command, NodeSpec
 from ..model._messages import Message
+from ..model._send import Send
 from ..model._serde import decode
 from ._context import Interrupt, NodeContext, TaskIO
+from ._instances import split_goto
 from ._state import DAMAGE, corrupted, encode_field
 
 if TYPE_CHECKING:
@@ -28,7 +30,11 @@ TaskKind = Literal["done", "interrupted", "failed"]
 
 @dataclass
 class TaskResult:
-    """How one task ended: an update, a pause for input, or an error."""
+    """How one task ended: an update, a pause for input, or an error.
+
+    ``node`` is the task id (``summarize[3]`` for an instance of a ``Send``);
+    ``sends`` are the ``Send``s of its ``Command`` with their encoded args.
+    """
 
     node: str
     kind: TaskKind
@@ -41,6 +47,8 @@ class TaskResult:
     requests: list[RequestRow] = field(default_factory=list)
     reopen: dict[str, str] = field(default_factory=dict)
     error: BaseException | None = None
+    sends: tuple[Send, ...] = ()
+    send_bytes: tuple[bytes, ...] = ()
 
     def to_bytes(self) -> bytes:
         """The task write saved when the task finishes before its siblings."""
@@ -48,6 +56,10 @@ class TaskResult:
         head = b'{"update":{' + b",".join(parts) + b"}"
         extra = orjson.dumps({"goto": self.goto, "reason": self.reason})[1:-1]
         hist = b',"history":' + (self.history_bytes or b"[]")
+        if self.sends:  # [[node, arg], ...] with each arg's own bytes spliced in
+            hist += b',"sends":[' + b",".join(
+                b"[" + orjson.dumps(s.node) + b"," + data + b"]"
+                for s, data in zip(self.sends, self.send_bytes, strict=True)) + b"]"
         return head + b"," + extra + hist + b"}"
 
     @classmethod
@@ -76,8 +88,11 @@ class TaskResult:
         reason = raw.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise TypeError("'reason' is not text")
+        sends = tuple(_send(s) for s in _list(raw.get("sends") or []))
         result = cls(node=node, kind="done", update=update, history=history,
-                     goto=tuple(goto) if goto is not None else None, reason=reason)
+                     goto=tuple(goto) if goto is not None else None, reason=reason,
+                     sends=sends, send_bytes=tuple(encode_field(node, "arg", s.arg)
+                                                   for s in sends))
         result.encoded = {f: encode_field(node, f, v) for f, v in update.items()}
         result.history_bytes = encode_field(node, "history", history) if history else None
         return result
@@ -122,6 +137,12 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
+def _send(value: Any) -> Send:
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
+        raise TypeError("a saved Send is not a [node, arg] pair")
+    return Send(value[0], value[1])
+
+
 async def call_node(
     spec: NodeSpec, takes_ctx: bool, state: Any, ctx: NodeContext,
     subworkflow: Callable[[], Any] | None = None,
@@ -144,29 +165,31 @@ async def call_node(
 def normalize(
     spec: NodeSpec, schema: StateSchema, out: Any, ctx: NodeContext
 ) -> TaskResult:
-    """Validate and encode what a node returned; errors name node and field."""
-    goto: tuple[str, ...] | None = None
+    """Validate and encode what a node returned; errors name node and field.
+
+    The result's ``node`` is the task id: the last part of ``ctx.node``.
+    """
+    targets: tuple[str | Send, ...] | None = None
     reason: str | None = None
     if out is None:
         update: Mapping[str, Any] = {}
     elif isinstance(out, Command):
-        update, goto, reason = out.update or {}, out.targets(), out.reason
+        update, targets, reason = out.update or {}, out.targets(), out.reason
     elif isinstance(out, Mapping):
         update = out
     else:
         raise StateUpdateError(ctx.node, "<return value>",
                                f"a node returns a dict, a Command or None, not {type(out).__name__}")
-    for target in goto or ():
-        if target != END and target not in spec.goto:
-            raise InvalidGotoError(ctx.node, target, spec.goto)
+    goto, sends, send_bytes = split_goto(ctx.node, spec, targets)
     validated = {str(f): schema.validate_update(ctx.node, str(f), v) for f, v in update.items()}
     encoded = {f: encode_field(ctx.node, f, v) for f, v in validated.items()}
     history = list(ctx.remembered)
     if "messages" in validated:
         history.extend(validated["messages"])
     hist_bytes = encode_field(ctx.node, "history", history) if history else None
-    return TaskResult(node=spec.id, kind="done", update=validated, encoded=encoded,
-                      history=history, history_bytes=hist_bytes, goto=goto, reason=reason)
+    return TaskResult(node=ctx.node.rsplit(".", 1)[-1], kind="done", update=validated,
+                      encoded=encoded, history=history, history_bytes=hist_bytes, goto=goto,
+                      reason=reason, sends=sends, send_bytes=send_bytes)
 
 
 def interrupted(node: str, exc: Interrupt) -> TaskResult:
@@ -181,6 +204,8 @@ def failed(node: str, exc: BaseException) -> TaskResult:
 
 
 def make_context(io: TaskIO, node: str, superstep: int, history: list[Message],
-                 log: Any) -> NodeContext:
-    """A fresh context for one attempt."""
-    return NodeContext(io=io, node=node, superstep=superstep, history=history, log=log)
+                 log: Any, arg: Any = None) -> NodeContext:
+    """A fresh context for one attempt (``arg``: an instance's ``ctx.arg``)."""
+    ctx = NodeContext(io=io, node=node, superstep=superstep, history=history, log=log)
+    ctx.arg = arg
+    return ctx

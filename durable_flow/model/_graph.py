@@ -13,6 +13,7 @@ import orjson
 from ._blackboard import Blackboard, StateSchema, schema_for
 from ._expr import Expression, parse_expression
 from ._retry import RetryPolicy
+from ._send import Send
 
 __all__ = [
     "END",
@@ -36,20 +37,21 @@ ConditionLike: TypeAlias = "str | Callable[[Any], bool] | Condition"
 class Command:
     """A node's return value that routes dynamically.
 
-    ``update`` is merged like a returned dict; ``goto`` (a node id, a list of
-    them, or END) replaces the node's edges for this run; ``reason`` is kept
-    as the checkpoint's routing reason.
+    ``update`` is merged like a returned dict; ``goto`` (a node id, a
+    ``Send``, a list of them, or END) replaces the node's edges for this run;
+    each ``Send`` starts one instance of its node; ``reason`` is kept as the
+    checkpoint's routing reason.
     """
 
     update: Mapping[str, Any] | None = None
-    goto: str | Sequence[str] | None = None
+    goto: str | Send | Sequence[str | Send] | None = None
     reason: str | None = None
 
-    def targets(self) -> tuple[str, ...] | None:
+    def targets(self) -> tuple[str | Send, ...] | None:
         """The goto targets as a tuple, or None when the edges decide."""
         if self.goto is None:
             return None
-        return (self.goto,) if isinstance(self.goto, str) else tuple(self.goto)
+        return (self.goto,) if isinstance(self.goto, str | Send) else tuple(self.goto)
 
 
 class Condition:
@@ -131,6 +133,8 @@ class NodeSpec:
     subworkflow: SubworkflowSpec | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     view: Callable[[Any], Any] | None = None
+    arg_type: Any = None  # what a ``Send``'s arg is validated into (``ctx.arg``)
+    max_concurrency: int | None = None  # instances of one superstep running at once
 
     @property
     def takes_ctx(self) -> bool:
@@ -170,6 +174,8 @@ class Workflow:
     max_supersteps: int = 100
     loaded_from: str | None = None
     version: str = "1"
+    # (source, target) connections that map over a state path: one instance per item
+    maps: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def schema(self) -> StateSchema:
@@ -212,7 +218,7 @@ class Workflow:
                 entry["inputs"] = dict(spec.subworkflow.inputs)
                 entry["outputs"] = dict(spec.subworkflow.outputs)
             nodes[nid] = entry
-        return {
+        described: dict[str, Any] = {
             "name": self.name,
             "fields": sorted(self.schema.fields),
             "nodes": nodes,
@@ -224,3 +230,6 @@ class Workflow:
             "entry": self.entry,
             "exits": sorted(self.exits),
         }
+        if self.maps:  # only when present, so the signature of other graphs is unchanged
+            described["maps"] = sorted([s, t, path] for (s, t), path in self.maps.items())
+        return described

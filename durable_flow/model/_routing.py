@@ -7,27 +7,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._graph import END, Workflow
+from ._paths import resolve_path
+from ._send import Send, encode_arg, instance_id, node_of, task_key
 
 __all__ = ["Completed", "Routed", "route", "route_entry"]
 
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """A node that finished this superstep, with its dynamic routing if any."""
+    """A task that finished this superstep, with its dynamic routing if any.
+
+    ``node`` is the task id (``summarize[3]`` for an instance); ``sends`` are
+    the ``Send`` targets of its ``Command`` (``goto`` holds the plain ones).
+    """
 
     node: str
     goto: tuple[str, ...] | None = None
     reason: str | None = None
+    sends: tuple[Send, ...] = ()
 
 
 @dataclass
 class Routed:
-    """The outcome of routing: next tasks, join buffers, reasons and skips."""
+    """The outcome of routing: next tasks, join buffers, reasons and skips.
+
+    ``args`` holds the encoded argument of every instance in ``next_tasks``.
+    """
 
     next_tasks: tuple[str, ...]
     joins: dict[str, tuple[str, ...]]
     reason: str | None
     skipped: list[str] = field(default_factory=list)
+    args: dict[str, bytes] = field(default_factory=dict)
 
 
 class _Router:
@@ -38,8 +49,12 @@ class _Router:
         self.next: set[str] = set()
         self.reasons: list[str] = []
         self.skipped: list[str] = []
+        self.args: dict[str, bytes] = {}
+        self.counts: dict[str, int] = {}  # instances started per node
 
-    def complete(self, node: str, goto: tuple[str, ...] | None, visited: frozenset[str]) -> None:
+    def complete(self, task: str, goto: tuple[str, ...] | None, visited: frozenset[str],
+                 sends: tuple[Send, ...] = ()) -> None:
+        node = node_of(task)
         for fan in self.wf.fan_ins:
             if node in fan.sources:
                 buf = self.joins.setdefault(fan.target, set())
@@ -48,7 +63,13 @@ class _Router:
                     del self.joins[fan.target]
                     self.schedule(fan.target, visited)
         for target in goto if goto is not None else self.targets(node):
-            self.schedule(target, visited)
+            path = self.wf.maps.get((node, target)) if goto is None else None
+            if path is None:
+                self.schedule(target, visited)
+            else:
+                self.map(node, target, path, visited)
+        for send in sends:
+            self.send(send.node, send.arg, visited)
 
     def targets(self, node: str) -> list[str]:
         out = []
@@ -82,24 +103,55 @@ class _Router:
             return
         self.next.add(target)
 
+    def send(self, target: str, arg: Any, visited: frozenset[str]) -> None:
+        """Start the next instance of ``target`` (skipped as a whole when it is skippable)."""
+        spec = self.wf.nodes[target]
+        if spec.skip_if is not None and target not in visited and spec.skip_if(self.state):
+            if target not in self.skipped:
+                self.schedule(target, visited)
+            return
+        index = self.counts.get(target, 0)
+        self.counts[target] = index + 1
+        task = instance_id(target, index)
+        self.args[task] = encode_arg(spec, task, arg)
+        self.next.add(task)
+
+    def map(self, source: str, target: str, path: str, visited: frozenset[str]) -> None:
+        """One instance of ``target`` per item of the list at ``path`` in the state."""
+        items = resolve_path(self.state, path)
+        if items is None:
+            items = ()
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise TypeError(f"the connection {source} -> {target} maps over {path!r}, "
+                            f"which holds {type(items).__name__}, not a list")
+        self.reasons.append(f"{source}: map {path} -> {target} ({len(items)})")
+        for item in items:
+            self.send(target, item, visited)
+
     def result(self) -> Routed:
         return Routed(
-            next_tasks=tuple(sorted(self.next)),
+            next_tasks=tuple(sorted(self.next, key=task_key)),
             joins={t: tuple(sorted(v)) for t, v in sorted(self.joins.items()) if v},
-            reason="; ".join(self.reasons) or None,
-            skipped=self.skipped)
+            # the instances of one node route alike: their reasons are said once
+            reason="; ".join(dict.fromkeys(self.reasons)) or None,
+            skipped=self.skipped, args=self.args)
 
 
 def route(
     wf: Workflow, state: Any, completed: Sequence[Completed], joins: Mapping[str, Sequence[str]]
 ) -> Routed:
-    """Next tasks after ``completed`` nodes finished (sorted by node id)."""
+    """Next tasks after ``completed`` tasks finished (in task order: node id, instance).
+
+    An instance's argument that does not fit raises ``InvalidInputError``
+    naming the instance (see :func:`encode_arg`).
+    """
     router = _Router(wf, state, joins)
-    for done in sorted(completed, key=lambda c: c.node):
+    for done in sorted(completed, key=lambda c: task_key(c.node)):
         if done.reason:
             router.reasons.append(done.reason)  # the node's own words, verbatim
-        router.complete(done.node, done.goto, frozenset({done.node}))
-    if any(done.node in wf.exits for done in completed):
+        node = node_of(done.node)
+        router.complete(done.node, done.goto, frozenset({node}), done.sends)
+    if any(node_of(done.node) in wf.exits for done in completed):
         return Routed(next_tasks=(), joins={}, reason=router.result().reason,
                       skipped=router.skipped)
     return router.result()

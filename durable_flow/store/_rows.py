@@ -93,6 +93,8 @@ class CheckpointMeta:
     log_lengths: dict[str, int] = field(default_factory=dict)
     error: ErrorInfo | None = None
     size: int = 0
+    # the encoded argument of each ``Send`` instance in ``next_tasks``, by task id
+    task_args: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

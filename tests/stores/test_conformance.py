@@ -129,6 +129,21 @@ async def test_every_checkpoint_of_a_long_chain_loads_exactly(store: CheckpointS
         assert state_of(loaded) == chain.expected[meta.id]
 
 
+async def test_the_args_of_send_instances_load_back_with_their_checkpoint(
+    store: CheckpointStore,
+) -> None:
+    chain, lease = await start_run(store, "r1")
+    args = {"work[0]": b'"a"', "work[1]": b'{"n":1.5,"tags":["x",{"__df__":"set","v":[1]}]}',
+            "work[10]": b"null"}
+    cp = chain.next(nodes=("split",), next_tasks=("work[0]", "work[1]", "work[10]"),
+                    task_args=args)
+    await store.commit(Commit(lease, checkpoint=cp))
+    assert (await store.load_checkpoint("r1", cp.meta.id)).meta == cp.meta
+    assert (await store.get_checkpoint("r1", cp.meta.id)) == cp.meta
+    assert [m.task_args for m in await store.list_checkpoints("r1")] == [args, {}]
+    assert (await store.thread_head("r1", "")) == cp.meta
+
+
 async def test_loaded_logs_hold_one_chunk_per_appending_checkpoint(
     store: CheckpointStore,
 ) -> None:

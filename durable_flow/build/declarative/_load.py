@@ -32,7 +32,11 @@ target sees (a :class:`ContextView`): the union over its incoming
 connections, or every key when one of them sets none or the target is the
 entry (the run's input reaches it directly). ``workflow:`` paths are
 relative to the definition file. Nodes and connections may also carry a
-``description`` and free ``metadata`` (kept for the round trip).
+``description`` and free ``metadata`` (kept for the round trip). A
+connection with ``"map": "items"`` starts one instance of its target per
+element of the list field ``items`` when it is taken (``target[0]``,
+``target[1]``, ...), the element as each instance's ``ctx.arg``; the
+target's ``max_concurrency`` bounds how many of them run at once.
 
 What the graph cannot hold (agent names, file references, context keys,
 connection order) is kept in ``NodeSpec.meta`` under :data:`META_KEY`; the
@@ -365,6 +369,9 @@ def _assemble(d: Definition, targets: Mapping[str, _Target]) -> Workflow:
             b.add_switch(n.id or "", [(c.condition[1], c.target or "") for c in out
                                       if c.condition[1] is not None],
                          default=last.target if last is not None else None)
+    for c in d.conns:
+        if c.map is not None and c.target not in joins:
+            b.map_connection(c.source or "", c.target or "", c.map)
     for j in joins:
         b.add_fan_in([s or "" for s in dict.fromkeys(c.source for c in d.conns if c.target == j)],
                      j or "")
@@ -386,15 +393,16 @@ def _node_spec(n: Node, target: _Target, keys: tuple[str, ...] | None,
         sub = SubworkflowSpec(target.value, MappingProxyType(ins), MappingProxyType(outs))
         return NodeSpec(nid, None, kind="subworkflow", retry=n.retry, timeout=n.timeout,
                         skip_if=skip, produces=tuple(outs), consumes=tuple(ins.values()),
-                        subworkflow=sub, meta=meta, view=view)
+                        subworkflow=sub, meta=meta, view=view, max_concurrency=n.max_concurrency)
     if target.kind == "agent":
         spec: NodeSpec = target.value
         return dataclasses.replace(
             spec, retry=n.retry or spec.retry, skip_if=skip or spec.skip_if,
             timeout=n.timeout if n.timeout is not None else spec.timeout,
-            view=_compose(spec.view, view), meta={**spec.meta, **meta})
+            view=_compose(spec.view, view), meta={**spec.meta, **meta},
+            max_concurrency=n.max_concurrency or spec.max_concurrency)
     return NodeSpec(nid, target.value, retry=n.retry, timeout=n.timeout, skip_if=skip,
-                    meta=meta, view=view)
+                    meta=meta, view=view, max_concurrency=n.max_concurrency)
 
 
 def _meta(d: Definition, n: Node) -> dict[str, Any]:
@@ -463,6 +471,8 @@ class _Dumper:
             node["retry"] = self._retry(spec.id, spec.retry, m.get("retry_keys", ()))
         if spec.timeout is not None:
             node["timeout"] = spec.timeout
+        if spec.max_concurrency is not None:
+            node["max_concurrency"] = spec.max_concurrency
         flags = {"fan_out": bool(m.get("fan_out")) or spec.id in wf.edges,
                  "join": any(f.target == spec.id for f in wf.fan_ins)}
         node.update({k: True for k, v in flags.items() if v})
@@ -495,6 +505,8 @@ class _Dumper:
                 if m:
                     conn.update({k: m[k] for k in ("context_passed", "description", "metadata")
                                  if m.get(k) is not None})
+                if (nid, target) in self.wf.maps:
+                    conn["map"] = self.wf.maps[(nid, target)]
                 rows.append((m["index"] if m else math.inf, len(rows), conn))
         return [conn for _, _, conn in sorted(rows, key=lambda r: (r[0], r[1]))]
 

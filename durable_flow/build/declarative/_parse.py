@@ -36,9 +36,9 @@ _TOP = frozenset({"name", "version", "description", "state", "max_supersteps", "
                   "connections", "metadata"})
 _NODE = frozenset({"id", "agent_name", "workflow", "is_entry", "is_exit", "skip_condition",
                    "retry", "timeout", "fan_out", "join", "inputs", "outputs", "description",
-                   "metadata"})
-_CONN = frozenset({"source_id", "target_id", "condition", "context_passed", "description",
-                   "metadata"})
+                   "metadata", "max_concurrency"})
+_CONN = frozenset({"source_id", "target_id", "condition", "context_passed", "map",
+                   "description", "metadata"})
 _RETRY = frozenset({"max_attempts", "initial_delay", "backoff", "max_delay", "jitter"})
 
 
@@ -221,6 +221,7 @@ class Node:
     outputs: dict[str, str] | None
     extras: dict[str, Any]
     retry_keys: tuple[str, ...] = ()
+    max_concurrency: int | None = None  # instances of a map target running at once
 
     @property
     def loc(self) -> str:
@@ -238,6 +239,7 @@ class Conn:
     condition: tuple[str | None, Condition | None]
     context: tuple[str, ...] | None
     extras: dict[str, Any]
+    map: str | None = None  # the state field whose items each start one target instance
 
     @property
     def loc(self) -> str:
@@ -300,7 +302,8 @@ def _parse_node(i: int, raw: Any, problems: list[str]) -> Node | None:
         workflow=r.get("workflow", "a string"), is_entry=r.flag("is_entry"),
         is_exit=r.flag("is_exit"), skip=r.condition("skip_condition"), retry=_parse_retry(r),
         timeout=r.number("timeout", 0, above=True), fan_out=r.flag("fan_out"), join=r.flag("join"),
-        inputs=r.mapping("inputs"), outputs=r.mapping("outputs"), extras=r.extras(),
+        inputs=r.mapping("inputs"), outputs=r.mapping("outputs"),
+        max_concurrency=r.number("max_concurrency", 1, integer=True), extras=r.extras(),
         retry_keys=tuple(k for k in retry if k in _RETRY) if isinstance(retry, Mapping) else ())
 
 
@@ -327,7 +330,7 @@ def _parse_conn(i: int, raw: Any, problems: list[str]) -> Conn | None:
     return Conn(index=i, source=r.get("source_id", "a string", required=True),
                 target=r.get("target_id", "a string", required=True),
                 condition=r.condition("condition"), context=r.names("context_passed"),
-                extras=r.extras())
+                map=r.get("map", "a string"), extras=r.extras())
 
 
 # -- semantic checks -------------------------------------------------------------------------
@@ -411,6 +414,9 @@ def _check_joins(ids: Mapping[str, Node], conns: list[Conn], problems: list[str]
         if c.condition[0] is not None:
             problems.append(f"{c.loc}.condition: a connection into join node {c.target!r} cannot "
                             "have a condition (the join waits for every incoming connection)")
+        if c.map is not None:
+            problems.append(f"{c.loc}.map: a connection into join node {c.target!r} cannot map "
+                            "(the join runs once, when every source has completed)")
         if not ids[c.source or ""].fan_out and out_count[c.source or ""] > 1:
             problems.append(f"{c.loc}: {c.source!r} takes only its first matching connection, so "
                             f"its connection into join node {c.target!r} must be its only one "
@@ -440,6 +446,9 @@ def _check_state_refs(d: Definition, problems: list[str]) -> None:
         for i, key in enumerate(c.context or ()):
             if not has_field(schema, key) or hasattr(BaseModel, key):
                 problems.append(f"{c.loc}.context_passed[{i}]: {key!r:.60} is not a state field")
+        if c.map is not None and (not has_field(schema, c.map) or hasattr(BaseModel, c.map)):
+            problems.append(f"{c.loc}.map: {c.map!r:.60} is not a state field (a map sends one "
+                            f"instance of {c.target!r} per item of a list field)")
 
 
 def _check_paths(cond: Condition | None, loc: str, free: bool, fields: Iterable[str],

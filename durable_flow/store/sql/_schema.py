@@ -91,6 +91,8 @@ class CheckpointTable(_TableModel, table=True):
     log_lengths: str = Field(sa_type=Text)
     error: str | None = Field(sa_type=Text)
     size: int
+    # added by migration 0003, so it comes last: {task id: arg JSON} of Send instances
+    task_args: str | None = Field(default=None, sa_type=Text)
 
 
 class ChannelValueTable(_TableModel, table=True):

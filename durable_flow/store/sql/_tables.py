@@ -1,35 +1,19 @@
-"""The SQL schema of the checkpoint store: table models, row codecs, statements.
+"""The statements of the checkpoint store, compiled once per dialect.
 
-The tables mirror the rows of :mod:`durable_flow.store._protocols` (kept apart from
-those records on purpose: the records are the engine's vocabulary, these are
-storage layout). Encoding rules, the same on every SQL backend:
-
-* times are ``BIGINT`` microseconds since the Unix epoch, UTC: exact for
-  :class:`datetime.datetime`, sortable, and free of driver date handling;
-* payloads (channel values, log chunks, task writes, steps, request
-  payloads and answers) are the engine's orjson bytes, stored as BLOBs;
-* small structured metadata (nodes, next tasks, joins, versions, lengths,
-  errors, fork origin) is JSON text written with orjson.
-
-The models live in a private registry so that an application calling
-``SQLModel.metadata.create_all`` never creates durable-flow's tables.
-Migrations (``migrations/versions``) create the same schema; a test checks
-that the two agree.
-
-The statements over these tables are here too (:class:`Queries`): SQLAlchemy
-Core, compiled once per dialect into SQL text with positional bound
-parameters, so values never reach SQL text.
+The tables (``_schema.py``, SQLModel) mirror the rows of
+:mod:`durable_flow.store._protocols`; the row codecs live in ``_codec.py`` and
+are re-exported here for the transaction functions. The statements over the
+tables (:class:`Queries`) are SQLAlchemy Core, compiled once per dialect into
+SQL text with positional bound parameters, so values never reach SQL text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any, cast, get_args
+from typing import Any, cast
 
-import orjson
 from sqlalchemy import (
     BigInteger,
     Delete,
@@ -53,10 +37,21 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
-from ...errors import CheckpointCorruptedError
-from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
-from ...model._serde import as_bytes
-from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite
+from ...model._records import RunStatus
+from ._codec import (
+    checkpoint_from_row,
+    checkpoint_params,
+    decode_versions,
+    error_json,
+    from_us,
+    request_from_row,
+    request_params,
+    requests_from_tuples,
+    run_from_row,
+    run_params,
+    task_write_from_row,
+    to_us,
+)
 from ._schema import METADATA
 
 __all__ = [
@@ -80,6 +75,7 @@ __all__ = [
     "queries_for",
     "request_from_row",
     "request_params",
+    "requests_from_tuples",
     "run_from_row",
     "run_params",
     "task_write_from_row",
@@ -93,271 +89,6 @@ LOG_CHUNKS: Table = METADATA.tables["log_chunks"]
 TASK_WRITES: Table = METADATA.tables["task_writes"]
 STEPS: Table = METADATA.tables["steps"]
 REQUESTS: Table = METADATA.tables["requests"]
-
-# -- time -----------------------------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def to_us(moment: datetime) -> int:
-    """Microseconds since the epoch; a naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_us(micros: int) -> datetime:
-    """Inverse of :func:`to_us`: an aware UTC datetime."""
-    if not isinstance(micros, int) or isinstance(micros, bool):
-        raise TypeError(f"expected integer microseconds, got {type(micros).__name__}")
-    return _EPOCH + timedelta(microseconds=micros)
-
-
-def _maybe_us(moment: datetime | None) -> int | None:
-    return None if moment is None else to_us(moment)
-
-
-def _maybe_from_us(micros: int | None) -> datetime | None:
-    return None if micros is None else from_us(micros)
-
-
-# -- JSON metadata ----------------------------------------------------------------
-
-_SOURCES = frozenset(get_args(CheckpointSource))
-
-
-def _dumps(value: object) -> str:
-    return orjson.dumps(value).decode()
-
-
-def error_json(error: ErrorInfo | None) -> str | None:
-    """The JSON text of an optional error."""
-    return None if error is None else _dumps(error.to_dict())
-
-
-def _decode_error(raw: str | None) -> ErrorInfo | None:
-    if raw is None:
-        return None
-    data = orjson.loads(raw)
-    if not isinstance(data, dict) or not all(
-            isinstance(data.get(k), str) for k in ("type", "message")) or not all(
-            isinstance(data.get(k), str | None) for k in ("node", "traceback")):
-        raise TypeError("error is not a JSON object of type, message, node and traceback")
-    return ErrorInfo.from_dict(data)
-
-
-def _strings(data: object) -> tuple[str, ...]:
-    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-        raise TypeError("expected a JSON array of strings")
-    return tuple(data)
-
-
-def _str_tuple(raw: str) -> tuple[str, ...]:
-    return _strings(orjson.loads(raw))
-
-
-def _int_map(raw: str) -> dict[str, int]:
-    data = orjson.loads(raw)
-    if not isinstance(data, dict) or not all(type(v) is int and v >= 0 for v in data.values()):
-        raise TypeError("expected a JSON object of non-negative integers")
-    return {str(k): int(v) for k, v in data.items()}
-
-
-def _joins(raw: str) -> dict[str, tuple[str, ...]]:
-    data = orjson.loads(raw)
-    if not isinstance(data, dict):
-        raise TypeError("expected a JSON object")
-    return {str(k): _strings(v) for k, v in data.items()}
-
-
-def _status(raw: str) -> RunStatus:
-    return RunStatus(raw)
-
-
-def _source(raw: str) -> CheckpointSource:
-    if raw not in _SOURCES:
-        raise ValueError(f"unknown source {raw!r}")
-    return raw  # type: ignore[return-value]  # narrowed by the membership test
-
-
-def decode_versions(raw: str) -> dict[str, int]:
-    """Decode a ``value_versions`` column (used by prune's sweep)."""
-    return _int_map(raw)
-
-
-# -- runs -----------------------------------------------------------------------
-
-
-def run_params(run: RunRecord) -> dict[str, object]:
-    """The ``runs`` columns of a record."""
-    origin = run.forked_from
-    return {
-        "run_id": run.run_id, "workflow_name": run.workflow_name,
-        "status": run.status.value, "created_at": to_us(run.created_at),
-        "updated_at": to_us(run.updated_at), "head_checkpoint_id": run.head_checkpoint_id,
-        "signature": run.signature, "max_supersteps": run.max_supersteps,
-        "error": error_json(run.error),
-        "forked_from": None if origin is None else _dumps(
-            {"run_id": origin.run_id, "checkpoint_id": origin.checkpoint_id}),
-        "workflow_ref": run.workflow_ref, "input_digest": run.input_digest,
-        "workflow_version": run.workflow_version, "priority": run.priority,
-        "wake_at": _maybe_us(run.wake_at),
-        "lease_owner": run.lease_owner,
-        "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
-    }
-
-
-def _forked_from(raw: str | None) -> CheckpointRef | None:
-    if raw is None:
-        return None
-    data = orjson.loads(raw)
-    if not isinstance(data, dict) or not all(
-            isinstance(data.get(k), str) for k in ("run_id", "checkpoint_id")):
-        raise TypeError("forked_from is not a JSON object of run_id and checkpoint_id")
-    return CheckpointRef(run_id=data["run_id"], checkpoint_id=data["checkpoint_id"])
-
-
-def _maybe_blob(value: object) -> bytes | None:
-    return None if value is None else as_bytes(value)
-
-
-def _unreadable(run_id: object, checkpoint_id: object, what: str,
-                exc: BaseException) -> CheckpointCorruptedError:
-    return CheckpointCorruptedError(str(run_id), str(checkpoint_id or "-"),
-                                    f"{what} cannot be read: {type(exc).__name__}: {exc}")
-
-
-def run_from_row(row: Mapping[str, Any]) -> RunRecord:
-    """Rebuild a :class:`RunRecord`; raises ``CheckpointCorruptedError`` naming run and head."""
-    try:
-        return RunRecord(
-            run_id=row["run_id"], workflow_name=row["workflow_name"],
-            status=_status(row["status"]), created_at=from_us(row["created_at"]),
-            updated_at=from_us(row["updated_at"]),
-            head_checkpoint_id=row["head_checkpoint_id"], signature=row["signature"],
-            max_supersteps=row["max_supersteps"], error=_decode_error(row["error"]),
-            forked_from=_forked_from(row["forked_from"]), workflow_ref=row["workflow_ref"],
-            input_digest=row["input_digest"], workflow_version=row["workflow_version"],
-            priority=row["priority"], wake_at=_maybe_from_us(row["wake_at"]),
-            lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
-            lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
-        )
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",
-                          exc) from exc
-
-
-# -- checkpoints ----------------------------------------------------------------------
-
-
-def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
-    """The ``checkpoints`` columns of a checkpoint's metadata."""
-    return {
-        "run_id": meta.run_id, "checkpoint_id": meta.id, "thread": meta.thread,
-        "namespace": meta.namespace, "parent_id": meta.parent_id, "seq": meta.seq,
-        "superstep": meta.superstep, "created_at": to_us(meta.created_at),
-        "status": meta.status.value, "source": meta.source,
-        "nodes": _dumps(list(meta.nodes)), "routing_reason": meta.routing_reason,
-        "next_tasks": _dumps(list(meta.next_tasks)),
-        "joins": _dumps({k: list(v) for k, v in meta.joins.items()}),
-        "value_versions": _dumps(meta.value_versions),
-        "log_lengths": _dumps(meta.log_lengths),
-        "error": error_json(meta.error), "size": meta.size,
-    }
-
-
-_CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
-    "created_at": from_us, "status": _status, "source": _source, "nodes": _str_tuple,
-    "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
-    "log_lengths": _int_map, "error": _decode_error,
-}
-
-
-def checkpoint_from_row(row: Mapping[str, Any]) -> CheckpointMeta:
-    """Rebuild :class:`CheckpointMeta`; raises ``CheckpointCorruptedError``."""
-    run_id, checkpoint_id = row["run_id"], row["checkpoint_id"]
-    decoded: dict[str, object] = {}
-    for column, decode in _CHECKPOINT_DECODERS.items():
-        try:
-            decoded[column] = decode(row[column])
-        except (ValueError, TypeError, KeyError, OverflowError) as exc:
-            raise CheckpointCorruptedError(
-                run_id, checkpoint_id, f"column {column!r} cannot be read: {exc}") from exc
-    return CheckpointMeta(
-        id=checkpoint_id, run_id=run_id, thread=row["thread"], namespace=row["namespace"],
-        parent_id=row["parent_id"], seq=row["seq"], superstep=row["superstep"],
-        routing_reason=row["routing_reason"], size=row["size"],
-        **decoded,  # type: ignore[arg-type]  # each decoder returns its field's type
-    )
-
-
-# -- requests and task writes -------------------------------------------------------
-
-
-def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
-    """The ``requests`` columns of a request saved under ``run_id``."""
-    return {
-        "run_id": run_id, "request_id": req.id, "workflow_name": req.workflow_name,
-        "thread": req.thread, "checkpoint_id": req.checkpoint_id, "node": req.node,
-        "request_index": req.index, "payload": req.payload,
-        "response_schema": req.response_schema, "created_at": to_us(req.created_at),
-        "answer": req.answer, "answered_at": _maybe_us(req.answered_at),
-    }
-
-
-def request_from_row(row: Mapping[str, Any]) -> RequestRow:
-    """Rebuild a :class:`RequestRow`; raises ``CheckpointCorruptedError``."""
-    try:
-        return RequestRow(
-            id=row["request_id"], run_id=row["run_id"], workflow_name=row["workflow_name"],
-            thread=row["thread"], checkpoint_id=row["checkpoint_id"], node=row["node"],
-            index=row["request_index"], payload=as_bytes(row["payload"]),
-            response_schema=as_bytes(row["response_schema"]),
-            created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
-            answered_at=_maybe_from_us(row["answered_at"]),
-        )
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
-                          f"request {row.get('request_id')!r}", exc) from exc
-
-
-def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[RequestRow]:
-    """Rebuild many :class:`RequestRow` from raw result tuples in ``columns`` order.
-
-    The inbox can be long, so rows are built inline; any unreadable row is
-    rebuilt through :func:`request_from_row` to name it.
-    """
-    at = {name: i for i, name in enumerate(columns)}
-    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
-        at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
-                        "request_index", "payload", "response_schema", "created_at", "answer",
-                        "answered_at"))
-    rows = list(rows)
-    # the inbox holds open requests: answers are None; bytes are checked without a call
-    if all(type(r[payload]) is bytes and type(r[schema]) is bytes and r[answer] is None
-           for r in rows):
-        try:
-            return [RequestRow(
-                id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread],
-                checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
-                response_schema=r[schema], created_at=from_us(r[created]),
-                answer=None, answered_at=_maybe_from_us(r[answered])) for r in rows]
-        except (ValueError, TypeError, OverflowError):
-            pass  # rebuilt one by one below, so the damaged row is named
-    return [request_from_row(dict(zip(columns, r, strict=True))) for r in rows]
-
-
-def task_write_from_row(row: Mapping[str, Any]) -> TaskWrite:
-    """Rebuild a :class:`TaskWrite`; raises ``CheckpointCorruptedError``."""
-    try:
-        return TaskWrite(run_id=row["run_id"], checkpoint_id=row["checkpoint_id"],
-                         node=row["node"], data=as_bytes(row["data"]),
-                         created_at=from_us(row["created_at"]))
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
-                          f"the task write of {row.get('node')!r}", exc) from exc
-
 
 # -- statements -------------------------------------------------------------------
 
