@@ -17,7 +17,7 @@ CONTRACT_NAMES = [
     "StateUpdateError", "ConflictingUpdateError", "SuperstepLimitError", "InvalidGotoError",
     "DuplicateStepError", "SubworkflowError", "RunFailedError", "RunNotFoundError",
     "InvalidResponseError", "UnknownRequestError", "SerializationError", "RunLockedError",
-    "LeaseLostError", "Worker",
+    "LeaseLostError", "Worker", "EventTimeoutError", "RequestTimeoutError",
 ]
 
 

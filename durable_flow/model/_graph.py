@@ -13,6 +13,7 @@ import orjson
 from ._blackboard import Blackboard, StateSchema, schema_for
 from ._expr import Expression, parse_expression
 from ._retry import RetryPolicy
+from ._versions import Migration
 
 __all__ = [
     "END",
@@ -170,6 +171,8 @@ class Workflow:
     max_supersteps: int = 100
     loaded_from: str | None = None
     version: str = "1"
+    # how runs of older versions move onto this one, by the version they come from
+    migrations: Mapping[str, Migration] = field(default_factory=dict)
 
     @property
     def schema(self) -> StateSchema:

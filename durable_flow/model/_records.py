@@ -52,7 +52,7 @@ class RunStatus(str, Enum):
         return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
 
 
-CheckpointSource = Literal["input", "loop", "update", "fork"]
+CheckpointSource = Literal["input", "loop", "update", "fork", "migrate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,11 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class PendingRequest:
-    """A question a node asked a person; answered through ``Runtime.resume``."""
+    """A question a node asked a person; answered through ``Runtime.resume``.
+
+    ``expires_at`` is its deadline (``ctx.request(..., timeout=...)``), None
+    without one.
+    """
 
     id: str
     run_id: str
@@ -93,6 +97,7 @@ class PendingRequest:
     response_schema: dict[str, Any]
     created_at: datetime
     workflow_name: str = ""
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
