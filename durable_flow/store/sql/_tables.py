@@ -52,7 +52,7 @@ from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 from ...errors import CheckpointCorruptedError
 from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 from ...model._serde import as_bytes
-from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite
+from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite, WaitKind
 from ._schema import METADATA
 
 __all__ = [
@@ -121,6 +121,7 @@ def _maybe_from_us(micros: int | None) -> datetime | None:
 # -- JSON metadata ----------------------------------------------------------------
 
 _SOURCES = frozenset(get_args(CheckpointSource))
+_KINDS = frozenset(get_args(WaitKind))
 
 
 def _dumps(value: object) -> str:
@@ -298,8 +299,15 @@ def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
         "thread": req.thread, "checkpoint_id": req.checkpoint_id, "node": req.node,
         "request_index": req.index, "payload": req.payload,
         "response_schema": req.response_schema, "created_at": to_us(req.created_at),
-        "answer": req.answer, "answered_at": _maybe_us(req.answered_at),
+        "answer": req.answer, "answered_at": _maybe_us(req.answered_at), "kind": req.kind,
+        "expires_at": _maybe_us(req.expires_at), "timed_out": req.timed_out,
     }
+
+
+def _kind(raw: str) -> WaitKind:
+    if raw not in _KINDS:
+        raise ValueError(f"unknown kind of wait {raw!r}")
+    return raw  # type: ignore[return-value]  # narrowed by the membership test
 
 
 def request_from_row(row: Mapping[str, Any]) -> RequestRow:
@@ -311,7 +319,8 @@ def request_from_row(row: Mapping[str, Any]) -> RequestRow:
             index=row["request_index"], payload=as_bytes(row["payload"]),
             response_schema=as_bytes(row["response_schema"]),
             created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
-            answered_at=_maybe_from_us(row["answered_at"]),
+            answered_at=_maybe_from_us(row["answered_at"]), kind=_kind(row["kind"]),
+            expires_at=_maybe_from_us(row["expires_at"]), timed_out=bool(row["timed_out"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
@@ -325,20 +334,21 @@ def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) 
     rebuilt through :func:`request_from_row` to name it.
     """
     at = {name: i for i, name in enumerate(columns)}
-    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
+    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered, due = (
         at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
                         "request_index", "payload", "response_schema", "created_at", "answer",
-                        "answered_at"))
+                        "answered_at", "expires_at"))
     rows = list(rows)
-    # the inbox holds open requests: answers are None; bytes are checked without a call
+    # the inbox holds open requests to people: answers are None, the kind is "request"
     if all(type(r[payload]) is bytes and type(r[schema]) is bytes and r[answer] is None
-           for r in rows):
+           and r[at["kind"]] == "request" for r in rows):
         try:
             return [RequestRow(
                 id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread],
                 checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
                 response_schema=r[schema], created_at=from_us(r[created]),
-                answer=None, answered_at=_maybe_from_us(r[answered])) for r in rows]
+                answer=None, answered_at=_maybe_from_us(r[answered]),
+                expires_at=_maybe_from_us(r[due])) for r in rows]
         except (ValueError, TypeError, OverflowError):
             pass  # rebuilt one by one below, so the damaged row is named
     return [request_from_row(dict(zip(columns, r, strict=True))) for r in rows]
@@ -421,6 +431,8 @@ class Queries:
     """Every statement of the store, compiled for one dialect."""
 
     def __init__(self, d: SqlDialect) -> None:
+        self.dialect = d
+
         def c(stmt: ClauseElement) -> Statement:
             if d.returning and isinstance(stmt, Insert | Update | Delete):
                 stmt = stmt.returning(literal_column("1"))
@@ -456,7 +468,7 @@ class Queries:
         self.lease_check = c(select(runs.c.run_id).where(*lease).with_for_update())
         self.run_cancel = c(update(runs).where(*_where(runs, "run_id")).values(
             status=RunStatus.CANCELLED.value, lease_owner=None, lease_expires_at=None,
-            lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now")))
+            lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now"), wake_at=None))
         self.run_touch = c(update(runs).where(*lease).values(updated_at=bindparam("now")))
         changes: dict[str, Any] = {
             "updated_at": bindparam("now"), "status": bindparam("new_status"),
@@ -483,7 +495,7 @@ class Queries:
             .order_by(runs.c.priority.desc(), runs.c.created_at, runs.c.run_id)
             .limit(bindparam("n")).with_for_update(skip_locked=True))
         self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
-            status=bindparam("new_status"), updated_at=bindparam("now")))
+            status=bindparam("new_status"), updated_at=bindparam("now"), wake_at=None))
         self.lease_release_requeue = c(update(runs).where(*lease).values(
             lease_owner=None, lease_expires_at=None, updated_at=bindparam("now"),
             status=case((runs.c.status == RunStatus.RUNNING.value, RunStatus.QUEUED.value),
@@ -495,7 +507,8 @@ class Queries:
             *_where(runs, "run_id"), runs.c.lease_epoch == bindparam("old_epoch")).values(
             lease_owner=bindparam("owner"), lease_epoch=bindparam("epoch"),
             lease_expires_at=bindparam("expires"), status=bindparam("new_status"),
-            error=bindparam("new_error"), updated_at=bindparam("now")))
+            error=bindparam("new_error"), updated_at=bindparam("now"),
+            wake_at=bindparam("new_wake")))
 
     def _checkpoints(self, c: Callable[[ClauseElement], Statement]) -> None:
         cps = CHECKPOINTS
@@ -558,8 +571,7 @@ class Queries:
             index_elements=list(reqs.primary_key)))
         self.req_answer = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=bindparam("new_answer"), answered_at=bindparam("now")))
-        self.req_get_answer = c(select(reqs.c.answer).where(
-            *_where(reqs, "run_id", "request_id")))
+        self.req_get = c(select(reqs).where(*_where(reqs, "run_id", "request_id")))
         self.req_reopen = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=None, answered_at=None))
         self.req_drop_open = c(delete(reqs).where(*_where(reqs, "run_id"), is_open))
@@ -567,7 +579,7 @@ class Queries:
             reqs.c.created_at, reqs.c.request_id)
         self.req_list = {k: c(s) for k, s in _variants(
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
-        inbox = select(reqs).where(is_open).order_by(
+        inbox = select(reqs).where(is_open, reqs.c.kind == "request").order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
         self.req_inbox = {k: c(s) for k, s in _variants(
             inbox, _where(reqs, "workflow_name")).items()}
