@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CheckpointNotFoundError
+from ..errors import CheckpointNotFoundError, InvalidInputError
 from ..model._clock import utcnow
 from ..model._frozen import freeze, freeze_appended
 from ..model._graph import Workflow
@@ -29,7 +29,8 @@ from ._loop import RunContext, ThreadRunner
 from ._state import DAMAGE, ThreadState, corrupted, decode_checkpoint, encode_field, log_items
 from ._task import TaskResult
 
-__all__ = ["UpdatePlan", "apply_update", "commit_update", "plan_update", "prepare_fork"]
+__all__ = ["UpdatePlan", "apply_update", "check_no_recorded_work", "commit_update", "plan_update",
+           "prepare_fork"]
 
 
 def apply_update(
@@ -111,7 +112,8 @@ async def prepare_fork(
         status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
         created_at=now, updated_at=now, head_checkpoint_id=top.meta.id,
         signature=source.signature, max_supersteps=source.max_supersteps,
-        forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref)
+        forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref,
+        workflow_version=source.workflow_version)
     await store.create_run(record, copies.checkpoints, None if done else rc.lease,
                            task_writes=copies.task_writes,
                            steps=copies.steps, requests=copies.requests)
@@ -289,3 +291,26 @@ async def commit_update(rc: RunContext, workflow: Workflow, plan: UpdatePlan) ->
         plan.appended, plan.routed, (plan.as_node,) if plan.as_node else (), source="update",
         pause=True)
     return new.meta.id
+
+
+async def check_no_recorded_work(store: CheckpointStore, record: RunRecord) -> None:
+    """``InvalidInputError`` when the run's head holds work a new head (``update_state``) would lose."""
+    head = record.head_checkpoint_id or ""
+    meta = await store.get_checkpoint(record.run_id, head)
+    tasks = meta.next_tasks if meta is not None else ()
+    found: list[str] = []
+    if await store.get_task_writes(record.run_id, head):
+        found.append("finished sibling tasks")
+    if any(r.answer is not None for r in await store.get_requests(
+            record.run_id, checkpoint_id=head)):
+        found.append("given answers")
+    for node in tasks:
+        if await store.get_steps(record.run_id, head, node):
+            found.append(f"ctx.step results of {node!r}")
+        if await store.thread_head(record.run_id, f"{head}/{node}") is not None:
+            found.append(f"the in-flight sub-workflow {node!r}")
+    if found:
+        raise InvalidInputError(
+            f"cannot update the state of run {record.run_id} now: its head holds "
+            f"{', '.join(found)}, which a new head would lose; resume it first, "
+            "or fork it with update=")
