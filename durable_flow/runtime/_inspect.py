@@ -17,7 +17,12 @@ from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus,
 from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
 
-__all__ = ["Inspector", "response_schema", "to_pending"]
+__all__ = ["Inspector", "asks", "response_schema", "to_pending"]
+
+
+def asks(rows: list[RequestRow]) -> list[RequestRow]:
+    """The requests to people among recorded waits (timers and event waits are no one's to answer)."""
+    return [r for r in rows if r.kind == "request"]
 
 
 def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = None
@@ -39,7 +44,8 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
         raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
     return PendingRequest(
         id=row.id, run_id=row.run_id, node=row.node, payload=payload,
-        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name)
+        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name,
+        expires_at=row.expires_at)
 
 
 def response_schema(data: bytes) -> dict[str, Any]:
@@ -141,7 +147,7 @@ class Inspector:
             if head is not None and head.status is not RunStatus.COMPLETED:
                 subs[node] = await self._snapshot(record, head)
         own = await self.store.get_requests(record.run_id, open_only=True, checkpoint_id=meta.id)
-        pending = [to_pending(r) for r in own]
+        pending = [to_pending(r) for r in asks(own)]
         for sub in subs.values():
             pending.extend(sub.pending_requests)
         return Snapshot(
