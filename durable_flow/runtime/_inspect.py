@@ -13,6 +13,7 @@ from ..errors import (
     InvalidInputError,
     RunNotFoundError,
 )
+from ..model._clock import utcnow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
 from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
@@ -21,8 +22,13 @@ __all__ = ["Inspector", "asks", "response_schema", "to_pending"]
 
 
 def asks(rows: list[RequestRow]) -> list[RequestRow]:
-    """The requests to people among recorded waits (timers and event waits are no one's to answer)."""
-    return [r for r in rows if r.kind == "request"]
+    """The requests a person can answer now among recorded waits.
+
+    Timers and event waits are no one's to answer, nor a request past its deadline.
+    """
+    now = utcnow()
+    return [r for r in rows if r.kind == "request"
+            and (r.expires_at is None or r.expires_at > now)]
 
 
 def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = None

@@ -350,8 +350,10 @@ class MemoryStore:
         return sorted(rows, key=lambda r: (r.created_at, r.id))
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request to a person across all runs, oldest first."""
+        """Every open request to a person whose deadline is ahead, oldest first."""
+        now = utcnow()
         rows = [r for r in self._requests.values() if r.answer is None and r.kind == "request"
+                and (r.expires_at is None or r.expires_at > now)
                 and (workflow_name is None or r.workflow_name == workflow_name)]
         return sorted(rows, key=lambda r: (r.created_at, r.run_id, r.id))
 

@@ -306,7 +306,10 @@ class Inbox(Protocol):
         ...
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[RequestRow]:
-        """Every open request to a person across all runs, oldest first (the inbox)."""
+        """Every open request to a person across all runs, oldest first (the inbox).
+
+        Requests past their deadline are left out: no answer is taken for them.
+        """
         ...
 
 

@@ -6,6 +6,7 @@ from ...errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
 )
+from ...model._clock import utcnow
 from .._protocols import (
     CheckpointMeta,
     LoadedCheckpoint,
@@ -86,11 +87,12 @@ def get_requests_tx(
 
 
 def pending_requests_tx(q: Queries, workflow_name: str | None) -> Tx[list[RequestRow]]:
-    """Open requests of every run, oldest first.
+    """Open requests to people of every run whose deadline is ahead, oldest first.
 
     The inbox can hold tens of thousands of rows, so they are built from the
     raw tuples (no dict per row).
     """
     stmt = q.req_inbox[(workflow_name is not None,)]
-    rows: list[Row] = yield Fetch(stmt, stmt.bind({"workflow_name": workflow_name}))
+    rows: list[Row] = yield Fetch(stmt, stmt.bind({"workflow_name": workflow_name,
+                                                   "now": t.to_us(utcnow())}))
     return t.requests_from_tuples(stmt.columns, rows)

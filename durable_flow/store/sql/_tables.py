@@ -579,7 +579,8 @@ class Queries:
             reqs.c.created_at, reqs.c.request_id)
         self.req_list = {k: c(s) for k, s in _variants(
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
-        inbox = select(reqs).where(is_open, reqs.c.kind == "request").order_by(
+        inbox = select(reqs).where(is_open, reqs.c.kind == "request", reqs.c.expires_at.is_(None)
+                                   | (reqs.c.expires_at > bindparam("now"))).order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
         self.req_inbox = {k: c(s) for k, s in _variants(
             inbox, _where(reqs, "workflow_name")).items()}
