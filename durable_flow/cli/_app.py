@@ -11,7 +11,7 @@ import typer
 from .. import __version__
 from ..errors import DurableFlowError
 from ..runtime._logging import configure_logging
-from . import _reading, _running, _tools, _worker
+from . import _events, _reading, _running, _tools, _worker
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
 __all__ = ["app", "main"]
@@ -91,6 +91,7 @@ _COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("run", _running.run), ("runs", _reading.runs), ("show", _reading.show),
     ("history", _reading.history), ("diff", _reading.diff), ("inbox", _reading.inbox),
     ("respond", _running.respond), ("resume", _running.resume), ("fork", _running.fork),
+    ("send-event", _events.send_event),
     ("cancel", _running.cancel), ("recover", _running.recover), ("graph", _tools.graph),
     ("validate", _tools.validate), ("worker", _worker.worker),
 ]

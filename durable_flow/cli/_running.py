@@ -17,7 +17,7 @@ from ..model._graph import Workflow
 from ..model._records import RunResult, RunStatus
 from ..runtime._runtime import Runtime
 from ._db import opened, resolve_checkpoint, workflow_for_run
-from ._options import AllowMismatchOpt, JsonOpt, RunArg, WorkflowOpt, WorkflowRefArg
+from ._options import AllowMismatchOpt, JsonOpt, MigrateOpt, RunArg, WorkflowOpt, WorkflowRefArg
 from ._output import cell, emit_json, make_console, requests_table, respond_command, status_text
 from ._progress import Tracker, follow
 from ._support import (
@@ -69,15 +69,20 @@ def run(
 
 
 def resume(ctx: typer.Context, run_id: RunArg, workflow: WorkflowOpt = None,
-           allow_mismatch: AllowMismatchOpt = False, as_json: JsonOpt = False) -> None:
-    """Continue a run from its latest checkpoint (after a crash, a fix, or answers)."""
+           migrate: MigrateOpt = False, allow_mismatch: AllowMismatchOpt = False,
+           as_json: JsonOpt = False) -> None:
+    """Continue a run from its latest checkpoint (after a crash, a fix, or answers).
+
+    With --migrate, a run started on an older version of the workflow moves
+    onto the version given first.
+    """
     opts = options(ctx)
     console, tracker = make_console(), Tracker("resuming")
 
     async def go() -> RunResult:
         async with opened(opts) as rt:
             wf = await _workflow(rt, run_id, workflow, console, as_json)
-            events = rt.stream_resume(wf, run_id, allow_mismatch=allow_mismatch)
+            events = rt.stream_resume(wf, run_id, migrate=migrate, allow_mismatch=allow_mismatch)
             return await follow(events, tracker, console, live=not as_json)
 
     finish(opts, _drive(go(), tracker), console, as_json=as_json, tracker=tracker)
