@@ -35,8 +35,10 @@ __all__ = [
 class RunStatus(str, Enum):
     """Where a run stands. A crashed run stays ``running`` until resumed.
 
-    ``queued`` runs wait for a ``Worker`` (submitted, or answered through
-    ``Runtime.respond``, or given back by a worker that stopped).
+    ``queued`` runs wait for a ``Worker`` (submitted, answered through
+    ``Runtime.respond``, sent an event they wait for, or given back by a
+    worker that stopped). A ``waiting`` run waits for answers, events or a
+    time (``RunInfo.wake_at``); it holds no lease.
     """
 
     QUEUED = "queued"
