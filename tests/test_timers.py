@@ -205,3 +205,25 @@ async def test_a_bad_duration_fails_the_node_naming_it(rt: Runtime) -> None:
     result = await rt.run(b.build())
     assert result.status is RunStatus.FAILED and result.error is not None
     assert result.error.type == InvalidInputError.__name__ and "soon" in result.error.message
+
+
+async def test_a_node_whose_calls_changed_order_fails_naming_the_recorded_wait(
+        rt: Runtime) -> None:
+    calls = {"sleep_first": False}
+    b = WorkflowBuilder("reordered", state=Nap)
+
+    @b.node()
+    async def step(state: Nap, ctx: Any) -> dict[str, Any]:
+        if calls["sleep_first"]:
+            await ctx.sleep(0.1)
+        await ctx.request("ok?", response_type=bool)
+        return {}
+
+    b.set_entry("step")
+    wf = b.build()
+    result = await rt.run(wf)
+    [req] = result.pending_requests
+    calls["sleep_first"] = True  # the code changed while the run waited
+    failed = await rt.resume(wf, result.run_id, responses={req.id: True})
+    assert failed.status is RunStatus.FAILED and failed.error is not None
+    assert "called ctx.sleep where it recorded a request ('step@1#0')" in failed.error.message

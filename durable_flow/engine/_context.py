@@ -203,12 +203,12 @@ class NodeContext:
         ``RequestTimeoutError`` when no default was given; later answers are
         refused with ``UnknownRequestError``.
         """
-        from ._waits import timed_out_request, with_deadline
+        from ._waits import recorded, timed_out_request, with_deadline
 
         index = self._request_index
         self._request_index += 1
         adapter: TypeAdapter[Any] = TypeAdapter(response_type)
-        row = self._io.answered.get(index)
+        row = recorded(self, index, "request", "ctx.request")
         if row is not None and row.timed_out:
             return timed_out_request(self, row, default)
         if row is not None and row.answer is not None:

@@ -38,7 +38,7 @@ from ._context import NO_DEFAULT, Interrupt
 if TYPE_CHECKING:
     from ._context import NodeContext
 
-__all__ = ["seconds", "sleep", "sleep_until", "timed_out_request", "wait_event",
+__all__ = ["recorded", "seconds", "sleep", "sleep_until", "timed_out_request", "wait_event",
            "with_deadline"]
 
 
@@ -71,7 +71,7 @@ def _next_index(ctx: NodeContext) -> int:
     return index
 
 
-def _recorded(ctx: NodeContext, index: int, kind: WaitKind, call: str) -> RequestRow | None:
+def recorded(ctx: NodeContext, index: int, kind: WaitKind, call: str) -> RequestRow | None:
     """The wait this call recorded before, if any; another kind means the code changed."""
     row = ctx._io.answered.get(index)
     if row is not None and row.kind != kind:
@@ -104,7 +104,7 @@ async def sleep_until(ctx: NodeContext, when: datetime) -> None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)  # naive times are UTC, like every stored time
     index = _next_index(ctx)
-    row = _recorded(ctx, index, "timer", "ctx.sleep")
+    row = recorded(ctx, index, "timer", "ctx.sleep")
     if row is not None:
         if row.answer is not None:
             return  # the timer fired
@@ -121,7 +121,7 @@ async def wait_event(ctx: NodeContext, name: str, response_type: Any,
         raise _own(InvalidInputError(f"an event name is a non-empty string, got {name!r}"))
     adapter: TypeAdapter[Any] = TypeAdapter(response_type)
     index = _next_index(ctx)
-    row = _recorded(ctx, index, "event", "ctx.wait_event")
+    row = recorded(ctx, index, "event", "ctx.wait_event")
     if row is None:
         due = None if timeout is None else _after(utcnow(), "timeout", timeout)
         row = _row(ctx, index, "event", encode(name), orjson.dumps(adapter.json_schema()), due)
