@@ -21,6 +21,8 @@ well as a readable message::
     ├── RunNotResumableError           run is completed / cancelled
     ├── InvalidResponseError           an answer does not fit the request type
     ├── UnknownRequestError            an answer to a request that is not pending
+    ├── RequestTimeoutError            ctx.request's deadline passed unanswered
+    ├── EventTimeoutError              ctx.wait_event's timeout passed first
     ├── StoreError                     the checkpoint store failed
     │   ├── SerializationError         a value cannot be stored
     │   ├── CheckpointCorruptedError   a stored row cannot be read back
@@ -48,6 +50,7 @@ __all__ = [
     "ConflictingUpdateError",
     "DuplicateStepError",
     "DurableFlowError",
+    "EventTimeoutError",
     "ExpressionError",
     "GuardError",
     "InvalidGotoError",
@@ -55,6 +58,7 @@ __all__ = [
     "InvalidResponseError",
     "LeaseLostError",
     "ModelError",
+    "RequestTimeoutError",
     "RunExistsError",
     "RunFailedError",
     "RunLockedError",
@@ -108,16 +112,36 @@ class ExpressionError(WorkflowValidationError):
 
 
 class WorkflowMismatchError(DurableFlowError):
-    """A run is resumed with a workflow whose graph signature differs."""
+    """A run is continued with a workflow other than the one that started it.
 
-    def __init__(self, run_id: str, expected: str, actual: str) -> None:
+    ``expected``/``actual`` are the graph signatures of the run and of the
+    workflow given; ``run_version``/``workflow_version`` their versions (None
+    when not known); ``difference`` names the first node or edge that differs,
+    or the nodes a migration cannot place, when known.
+    """
+
+    def __init__(self, run_id: str, expected: str, actual: str, *,
+                 run_version: str | None = None, workflow_version: str | None = None,
+                 difference: str | None = None, hint: str | None = None) -> None:
         self.run_id = run_id
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"run {run_id} was started with graph signature {expected[:12]}, "
-            f"the workflow given has {actual[:12]}; pass allow_mismatch=True to resume anyway"
-        )
+        self.run_version = run_version
+        self.workflow_version = workflow_version
+        self.difference = difference
+        if run_version is not None and workflow_version is not None \
+                and run_version != workflow_version:
+            what = (f"run {run_id} was started with version {run_version!r}, "
+                    f"the workflow given is version {workflow_version!r}")
+            hint = hint or "resume with migrate=True to move the run to the new version"
+        else:
+            where = f"version {run_version!r}: " if run_version is not None else ""
+            what = (f"run {run_id} was started with graph signature {expected[:12]}, "
+                    f"the workflow given ({where}same version) has {actual[:12]}")
+            hint = hint or ("give it a new version (WorkflowBuilder(..., version=...)) and "
+                            "migrate, or pass allow_mismatch=True to resume anyway")
+        detail = f": {difference}" if difference else ""
+        super().__init__(f"{what}{detail}; {hint}")
 
 
 class InvalidInputError(DurableFlowError, ValueError):
@@ -265,6 +289,36 @@ class UnknownRequestError(DurableFlowError):
         self.run_id = run_id
         self.request_id = request_id
         super().__init__(f"run {run_id} has no pending request {request_id!r}")
+
+
+class RequestTimeoutError(DurableFlowError):
+    """Raised inside a node by ``ctx.request(..., timeout=...)`` with no ``default``.
+
+    The request's deadline (``expires_at``) passed before anyone answered it;
+    the node may catch it (to escalate, say). Answers that arrive later are
+    refused with ``UnknownRequestError``.
+    """
+
+    def __init__(self, node: str, request_id: str, expires_at: object) -> None:
+        self.node = node
+        self.request_id = request_id
+        self.expires_at = expires_at
+        super().__init__(f"request {request_id!r} of node {node!r} was not answered "
+                         f"by its deadline ({expires_at})")
+
+
+class EventTimeoutError(DurableFlowError):
+    """Raised inside a node by ``ctx.wait_event(name, timeout=...)`` when no event came in time.
+
+    An event of that name sent later is kept for the run's next wait for it.
+    """
+
+    def __init__(self, node: str, name: str, expires_at: object) -> None:
+        self.node = node
+        self.name = name
+        self.expires_at = expires_at
+        super().__init__(f"node {node!r} waited for event {name!r} until {expires_at}; "
+                         "none came")
 
 
 class StoreError(DurableFlowError):

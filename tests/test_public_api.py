@@ -21,7 +21,7 @@ CONTRACT_NAMES = [
     "StateUpdateError", "ConflictingUpdateError", "SuperstepLimitError", "InvalidGotoError",
     "DuplicateStepError", "SubworkflowError", "RunFailedError", "RunNotFoundError",
     "InvalidResponseError", "UnknownRequestError", "SerializationError", "RunLockedError",
-    "LeaseLostError", "Worker", "Send",
+    "LeaseLostError", "Worker", "Send", "EventTimeoutError", "RequestTimeoutError",
 ]
 
 

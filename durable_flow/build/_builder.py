@@ -25,6 +25,7 @@ from ..model._graph import (
 )
 from ..model._retry import RetryPolicy
 from ..model._text import printable
+from ..model._versions import Migration
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel
@@ -62,6 +63,7 @@ class WorkflowBuilder:
         self._entry: str | None = None
         self._exits: set[str] = set()
         self._problems: list[str] = []
+        self._migrations: dict[str, Migration] = {}
         self.max_supersteps = 100
 
     # nodes ----------------------------------------------------------------
@@ -353,6 +355,29 @@ class WorkflowBuilder:
                                       f"got {x!r:.60}")
         return self
 
+    def migrate(self, from_version: str, fn: Callable[[dict[str, Any]], Mapping[str, Any]], *,
+                nodes: Mapping[str, str] | None = None) -> WorkflowBuilder:
+        """Declare how a run started on ``from_version`` moves onto this version.
+
+        ``Runtime.resume(workflow, run_id, migrate=True)`` applies it:
+        ``fn(values)`` gets the run's blackboard values (a plain dict) and
+        returns this version's values, which replace the old ones (not
+        through the reducers); ``nodes`` maps renamed node ids (old -> new)
+        in the run's next tasks and pending requests. An ``append`` field may
+        keep or extend its items, not rewrite them.
+        """
+        where = f"migrate({from_version!r})"
+        if not isinstance(from_version, str) or not from_version.strip():
+            self._problems.append(f"{where}: from_version must be a non-empty string")
+        elif from_version in self._migrations:
+            self._problems.append(f"{where}: a migration from this version is already declared")
+        if not callable(fn):
+            self._problems.append(f"{where}: {fn!r:.60} is not callable")
+        renames = self._mapping(nodes or {}, f"{where} nodes")
+        self._migrations[str(from_version)] = Migration(
+            str(from_version), fn, MappingProxyType(renames))
+        return self
+
     # build ------------------------------------------------------------------
     def build(self) -> Workflow:
         """Validate and freeze; raises ``WorkflowValidationError`` listing every problem."""
@@ -387,7 +412,8 @@ class WorkflowBuilder:
             switches=MappingProxyType(switches),
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
-            max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)))
+            max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)),
+            migrations=MappingProxyType(dict(self._migrations)))
         from ._validate import validate_graph
 
         problems += validate_graph(wf)
@@ -396,6 +422,13 @@ class WorkflowBuilder:
         problems += check_dataflow(wf)
         if not isinstance(self.version, str) or not self.version.strip():
             problems.append(f"version must be a non-empty string, got {self.version!r}")
+        for old, migration in self._migrations.items():
+            if old == self.version:
+                problems.append(f"migrate({old!r}): a version cannot migrate from itself")
+            for source, target in migration.nodes.items():
+                if target not in wf.nodes:
+                    problems.append(f"migrate({old!r}) nodes: {source!r} is renamed to "
+                                    f"{target!r}, which is not a node of this version")
         if problems:
             # A problem may quote text that is not valid Unicode: escape it, so the
             # error itself can be printed and logged.

@@ -10,7 +10,7 @@ import typer
 
 from .. import __version__
 from ..errors import DurableFlowError
-from . import _control, _reading, _running, _tools, _ui, _worker
+from . import _control, _events, _reading, _running, _tools, _ui, _worker
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
 __all__ = ["app", "main"]
@@ -98,6 +98,7 @@ _COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("run", _running.run), ("runs", _reading.runs), ("show", _reading.show),
     ("history", _reading.history), ("diff", _reading.diff), ("inbox", _reading.inbox),
     ("respond", _running.respond), ("resume", _running.resume), ("fork", _running.fork),
+    ("send-event", _events.send_event),
     ("cancel", _control.cancel), ("recover", _control.recover), ("graph", _tools.graph),
     ("validate", _tools.validate), ("worker", _worker.worker), ("ui", _ui.ui),
 ]

@@ -14,6 +14,7 @@ __all__ = [
     "CheckpointArg",
     "DiagramFormat",
     "JsonOpt",
+    "MigrateOpt",
     "NamespaceOpt",
     "RegistryOpt",
     "RunArg",
@@ -61,6 +62,9 @@ NamespaceOpt = Annotated[str, typer.Option(
     help="Sub-workflow namespace (e.g. review.legal); the top level is ''.")]
 AllowMismatchOpt = Annotated[bool, typer.Option(
     "--allow-mismatch", help="Continue even if the workflow's graph changed since the run began.")]
+MigrateOpt = Annotated[bool, typer.Option(
+    "--migrate", help="Move a run of an older version onto the workflow's version first "
+                      "(its builder.migrate).")]
 RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", "-r", metavar="MODULE:NAME", show_default=False,
     help="For a .json/.yaml workflow: the mapping of agents and functions it names "

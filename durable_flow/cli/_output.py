@@ -88,11 +88,12 @@ def _table(*columns: str, title: str | None = None) -> Table:
 
 def runs_table(runs: Sequence[RunInfo]) -> Table:
     """One row per run."""
-    table = _table("run", "workflow", "status", "updated", "ref", "error")
+    table = _table("run", "workflow", "version", "status", "updated", "wakes", "ref", "error")
     for r in runs:
         error = f"{r.error.type}: {r.error.message}" if r.error else ""
-        table.add_row(cell(r.run_id), cell(r.workflow_name), status_text(r.status),
-                      when(r.updated_at), cell(r.workflow_ref or ""), cell(preview(error, 60)))
+        table.add_row(cell(r.run_id), cell(r.workflow_name), cell(r.workflow_version),
+                      status_text(r.status), when(r.updated_at), when(r.wake_at),
+                      cell(r.workflow_ref or ""), cell(preview(error, 60)))
     return table
 
 
@@ -152,12 +153,13 @@ def schema_summary(schema: dict[str, Any]) -> str:
 def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True) -> Table:
     """The pending requests (the inbox)."""
     columns = ("request", *(("run", "workflow") if with_run else ()), "node", "asked",
-               "payload", "expects")
+               "deadline", "payload", "expects")
     table = _table(*columns)
     for r in requests:
         run_cols = (cell(r.run_id), cell(r.workflow_name)) if with_run else ()
         table.add_row(cell(r.id), *run_cols, cell(r.node), when(r.created_at),
-                      cell(preview(r.payload, 80)), cell(schema_summary(r.response_schema)))
+                      when(r.expires_at) or "none", cell(preview(r.payload, 80)),
+                      cell(schema_summary(r.response_schema)))
     return table
 
 

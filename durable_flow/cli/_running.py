@@ -18,6 +18,7 @@ from ._options import (
     AllowMismatchOpt,
     CheckpointArg,
     JsonOpt,
+    MigrateOpt,
     RegistryOpt,
     RunArg,
     TargetArg,
@@ -70,14 +71,20 @@ def run(
 
 
 def resume(ctx: typer.Context, run_id: RunArg, workflow: WorkflowOpt = None,
-           allow_mismatch: AllowMismatchOpt = False, as_json: JsonOpt = False) -> None:
-    """Continue a run from its latest checkpoint (after a crash, a fix, or answers)."""
+           migrate: MigrateOpt = False, allow_mismatch: AllowMismatchOpt = False,
+           as_json: JsonOpt = False) -> None:
+    """Continue a run from its latest checkpoint (after a crash, a fix, or answers).
+
+    With --migrate, a run started on an older version of the workflow moves
+    onto the version given first.
+    """
     opts = options(ctx)
     console, tracker = make_console(), Tracker(f"resuming {run_id}", run_id)
 
     async def go(rt: Runtime) -> RunResult:
         wf = await _workflow(rt, run_id, workflow, console, as_json)
-        events = rt.stream_resume(wf, run_id, allow_mismatch=allow_mismatch)
+        events = rt.stream_resume(wf, run_id, migrate=migrate,
+                                     allow_mismatch=allow_mismatch)
         return await follow(events, tracker, console, live=not as_json)
 
     finish(opts, execute(opts, go, tracker), console, as_json=as_json, tracker=tracker)

@@ -8,6 +8,7 @@ import inspect
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 
 import orjson
@@ -25,10 +26,20 @@ if TYPE_CHECKING:
 
     from ._loop import RunContext
 
-__all__ = ["Interrupt", "NodeContext"]
+__all__ = ["NO_DEFAULT", "Interrupt", "NodeContext"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=DurableFlowError)
+
+
+class _NoDefault:
+    """The ``default`` of a request that has none (None is a default like any other)."""
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
 
 
 class Interrupt(BaseException):
@@ -175,22 +186,35 @@ class NodeContext:
             self.remembered.append(m if isinstance(m, Message) else Message.model_validate(m))
 
     @overload
-    async def request(self, payload: Any, response_type: type[T]) -> T: ...
+    async def request(self, payload: Any, response_type: type[T], *,
+                      timeout: float | timedelta | None = None, default: Any = ...) -> T: ...
 
     @overload
-    async def request(self, payload: Any) -> Any: ...
+    async def request(self, payload: Any, *, timeout: float | timedelta | None = None,
+                      default: Any = ...) -> Any: ...
 
-    async def request(self, payload: Any, response_type: Any = Any) -> Any:
+    async def request(self, payload: Any, response_type: Any = Any, *,
+                      timeout: float | timedelta | None = None,
+                      default: Any = NO_DEFAULT) -> Any:
         """Ask a person; returns the answer, coerced into ``response_type``.
 
         The first time, the node stops here and the run waits. When the run is
         resumed with an answer the node runs again from the top, and each
-        ``request`` call returns its recorded answer in order.
+        ``request`` call returns its recorded answer in order. ``timeout``
+        (seconds or a ``timedelta``) gives the request a deadline
+        (``PendingRequest.expires_at``): unanswered by then, the node runs
+        again and ``request`` returns ``default``, or raises
+        ``RequestTimeoutError`` when no default was given; later answers are
+        refused with ``UnknownRequestError``.
         """
+        from ._waits import recorded, timed_out_request, with_deadline
+
         index = self._request_index
         self._request_index += 1
         adapter: TypeAdapter[Any] = TypeAdapter(response_type)
-        row = self._io.answered.get(index)
+        row = recorded(self, index, "request", "ctx.request")
+        if row is not None and row.timed_out:
+            return timed_out_request(self, row, default)
         if row is not None and row.answer is not None:
             answer = self._decode_recorded(row.answer, row.checkpoint_id,
                                            f"the answer to {row.id!r}")
@@ -204,8 +228,48 @@ class NodeContext:
                     for e in exc.errors())
                 raise Interrupt([], reopen={row.id: reason}) from None
         if row is None:
-            row = self._new_request(index, payload, adapter)
+            row = with_deadline(self._new_request(index, payload, adapter), timeout)
         raise Interrupt([row])
+
+    async def sleep(self, duration: float | timedelta) -> None:
+        """Wait durably for ``duration`` (seconds or a ``timedelta``).
+
+        The first time, the task stops, the superstep is saved with a timer
+        and the run becomes ``waiting`` (``RunInfo.wake_at``), holding no
+        lease; a ``Worker`` (or a ``resume`` after the wake time) continues
+        it, and the call then returns at once. Zero or less returns at once.
+        """
+        from ._waits import sleep
+
+        await sleep(self, duration)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Wait durably until ``when`` (a naive datetime is UTC); see :meth:`sleep`."""
+        from ._waits import sleep_until
+
+        await sleep_until(self, when)
+
+    @overload
+    async def wait_event(self, name: str, response_type: type[T], *,
+                         timeout: float | timedelta | None = None) -> T: ...
+
+    @overload
+    async def wait_event(self, name: str, *,
+                         timeout: float | timedelta | None = None) -> Any: ...
+
+    async def wait_event(self, name: str, response_type: Any = Any, *,
+                         timeout: float | timedelta | None = None) -> Any:
+        """Wait for the next event ``name`` sent to this run (``Runtime.send_event``).
+
+        Returns its payload validated into ``response_type``. An event sent
+        before this call is kept for it; each event goes to exactly one
+        wait, in the order sent. Until one comes the run is ``waiting``;
+        with ``timeout`` (seconds or a ``timedelta``), none by then raises
+        ``EventTimeoutError`` here.
+        """
+        from ._waits import wait_event
+
+        return await wait_event(self, name, response_type, timeout)
 
     def _new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
         try:

@@ -115,7 +115,8 @@ async def prepare_fork(
         status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
         created_at=now, updated_at=now, head_checkpoint_id=top.meta.id,
         signature=source.signature, max_supersteps=source.max_supersteps,
-        forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref)
+        forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref,
+        workflow_version=source.workflow_version)
     await store.create_run(record, copies.checkpoints, None if done else rc.lease,
                            task_writes=copies.task_writes,
                            steps=copies.steps, requests=copies.requests)

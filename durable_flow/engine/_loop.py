@@ -359,7 +359,8 @@ class ThreadRunner:
     def _interrupted(self, node: str, qual: str, step: int, log: Any,
                      exc: Interrupt) -> TaskResult:
         for req in exc.requests:
-            self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
+            if req.kind == "request":  # a timer is no question to anyone
+                self.rc.emit("request_issued", self.namespace, step, qual, request_id=req.id)
         for rid, reason in exc.reopen.items():
             log.warning("answer_rejected", request_id=rid, reason=reason)
             self.rc.emit("request_issued", self.namespace, step, qual, request_id=rid,

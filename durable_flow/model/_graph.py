@@ -14,6 +14,7 @@ from ._blackboard import Blackboard, StateSchema, schema_for
 from ._expr import Expression, parse_expression
 from ._retry import RetryPolicy
 from ._send import Send
+from ._versions import Migration
 
 __all__ = [
     "END",
@@ -176,6 +177,8 @@ class Workflow:
     version: str = "1"
     # (source, target) connections that map over a state path: one instance per item
     maps: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # how runs of older versions move onto this one, by the version they come from
+    migrations: Mapping[str, Migration] = field(default_factory=dict)
 
     @property
     def schema(self) -> StateSchema:

@@ -35,8 +35,10 @@ __all__ = [
 class RunStatus(str, Enum):
     """Where a run stands. A crashed run stays ``running`` until resumed.
 
-    ``queued`` runs wait for a ``Worker`` (submitted, or answered through
-    ``Runtime.respond``, or given back by a worker that stopped).
+    ``queued`` runs wait for a ``Worker`` (submitted, answered through
+    ``Runtime.respond``, sent an event they wait for, or given back by a
+    worker that stopped). A ``waiting`` run waits for answers, events or a
+    time (``RunInfo.wake_at``); it holds no lease.
     """
 
     QUEUED = "queued"
@@ -52,7 +54,7 @@ class RunStatus(str, Enum):
         return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
 
 
-CheckpointSource = Literal["input", "loop", "update", "fork"]
+CheckpointSource = Literal["input", "loop", "update", "fork", "migrate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,11 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class PendingRequest:
-    """A question a node asked a person; answered through ``Runtime.resume``."""
+    """A question a node asked a person; answered through ``Runtime.resume``.
+
+    ``expires_at`` is its deadline (``ctx.request(..., timeout=...)``), None
+    without one.
+    """
 
     id: str
     run_id: str
@@ -93,6 +99,7 @@ class PendingRequest:
     response_schema: dict[str, Any]
     created_at: datetime
     workflow_name: str = ""
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

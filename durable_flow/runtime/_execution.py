@@ -21,9 +21,10 @@ from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import Event, EventKind, RunResult, RunStatus
 from ..store._protocols import CheckpointStore, Lease
-from ._inspect import to_pending
+from ._inspect import asks, to_pending
 from ._lease import keep_lease
 from ._observe import RunObserver
+from ._signals import signals_for
 
 __all__ = ["Body", "Executor", "final_event"]
 
@@ -110,6 +111,8 @@ class Executor:
             await self._release(rc.lease)
             raise
         result = await self.result(workflow, rc.run_id, outcome)
+        if result.status is RunStatus.QUEUED:
+            signals_for(self.store).wake()  # an event came while it ran: a worker goes on
         return final_event(rc.run_id, result, outcome.state.meta.superstep)
 
     async def _release(self, lease: Lease) -> None:
@@ -136,7 +139,7 @@ class Executor:
         open_rows = await self.store.get_requests(run_id, open_only=True)
         return RunResult(
             run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),
-            pending_requests=tuple(to_pending(r) for r in open_rows),
+            pending_requests=tuple(to_pending(r) for r in asks(open_rows)),
             checkpoint_id=record.head_checkpoint_id or state.meta.id, error=record.error)
 
 

@@ -16,7 +16,7 @@ from ..model._records import Event, RunResult, RunStatus
 from ..model._routing import Routed, route_entry
 
 __all__ = [
-    "SETTLED", "check_mapping", "check_start_args", "check_workflow", "input_digest",
+    "SETTLED", "check_mapping", "check_prune_args", "check_start_args", "check_workflow", "input_digest",
     "last_result", "seconds", "validated_input",
 ]
 
@@ -98,3 +98,19 @@ async def last_result(events: AsyncIterator[Event | RunResult]) -> RunResult:
         return last.result
     raise RuntimeError("the run ended without a result")  # pragma: no cover
 
+
+
+def check_prune_args(run_id: object, keep_last: object, older_than: object) -> None:
+    """``InvalidInputError`` for ``prune`` arguments that select nothing sensible."""
+    if run_id is not None and not isinstance(run_id, str):
+        raise InvalidInputError(f"run_id must be a string, got {run_id!r}")
+    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)):
+        raise InvalidInputError(f"keep_last must be an int, got {keep_last!r}")
+    if older_than is not None and not isinstance(older_than, timedelta):
+        raise InvalidInputError(f"older_than must be a timedelta, got {older_than!r}")
+    if older_than is not None and older_than < timedelta(0):
+        raise InvalidInputError(f"older_than must not be negative, got {older_than!r}")
+    if keep_last is None and older_than is None:
+        raise InvalidInputError("prune needs keep_last, older_than or both")
+    if keep_last is not None and keep_last < 1:
+        raise InvalidInputError("keep_last must be at least 1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -13,11 +14,24 @@ from ..errors import (
     InvalidInputError,
     RunNotFoundError,
 )
+from ..model._clock import utcnow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
 from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
+from ._inputs import SETTLED
+from ._signals import signals_for
 
-__all__ = ["Inspector", "response_schema", "to_pending"]
+__all__ = ["Inspector", "asks", "response_schema", "settled", "to_pending"]
+
+
+def asks(rows: list[RequestRow]) -> list[RequestRow]:
+    """The requests a person can answer now among recorded waits.
+
+    Timers and event waits are no one's to answer, nor a request past its deadline.
+    """
+    now = utcnow()
+    return [r for r in rows if r.kind == "request"
+            and (r.expires_at is None or r.expires_at > now)]
 
 
 def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = None
@@ -39,7 +53,8 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
         raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
     return PendingRequest(
         id=row.id, run_id=row.run_id, node=row.node, payload=payload,
-        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name)
+        response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name,
+        expires_at=row.expires_at)
 
 
 def response_schema(data: bytes) -> dict[str, Any]:
@@ -141,7 +156,7 @@ class Inspector:
             if head is not None and head.status is not RunStatus.COMPLETED:
                 subs[node] = await self._snapshot(record, head)
         own = await self.store.get_requests(record.run_id, open_only=True, checkpoint_id=meta.id)
-        pending = [to_pending(r) for r in own]
+        pending = [to_pending(r) for r in asks(own)]
         for sub in subs.values():
             pending.extend(sub.pending_requests)
         return Snapshot(
@@ -163,3 +178,26 @@ def _check_history_args(run_id: object, namespace: object, limit: object,
         raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
     if before is not None and not isinstance(before, str):
         raise InvalidInputError(f"before must be a checkpoint id, got {before!r}")
+
+
+async def settled(store: CheckpointStore, inspect: Inspector, run_id: str,
+                  limit: float | None) -> RunInfo:
+    """Poll the run until it is waiting, completed, failed or cancelled (``Runtime.wait``).
+
+    A ``submit``/``respond`` of this process wakes the poll early; ``TimeoutError``
+    after ``limit`` seconds (None: no limit).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = None if limit is None else loop.time() + limit
+    delay = 0.01
+    while True:
+        record = await store.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(run_id)
+        if record.status in SETTLED:
+            return inspect.info(record)
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:
+            raise TimeoutError(f"run {run_id} is still {record.status.value} after {limit:g}s")
+        await signals_for(store).wait(delay if left is None else min(delay, left))
+        delay = min(delay * 1.5, 0.5)

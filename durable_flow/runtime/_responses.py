@@ -15,6 +15,7 @@ from pydantic_core import to_jsonable_python
 
 from ..engine._state import DAMAGE, corrupted
 from ..errors import InvalidResponseError, UnknownRequestError
+from ..model._clock import utcnow
 from ..model._serde import as_bytes, encode
 from ..store._protocols import CheckpointStore, RequestRow, RunRecord
 from ._inspect import response_schema
@@ -36,9 +37,12 @@ async def check_responses(
     rows = {r.id: r for r in await store.get_requests(record.run_id)}
     answers: dict[str, bytes] = {}
     repeated: list[str] = []
+    now = utcnow()
     for rid, answer in responses.items():
         row = rows.get(rid)
-        if row is None:
+        if row is None or row.kind != "request" or row.timed_out or (
+                row.answer is None and row.expires_at is not None and row.expires_at <= now):
+            # not a question to a person, or its deadline passed: no answer is taken
             raise UnknownRequestError(record.run_id, rid)
         data, plain = _plain(rid, answer)
         if row.answer is not None:

@@ -9,7 +9,6 @@ second execution of the same run can neither start nor write.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..engine._fork import check_no_recorded_work, commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
+from ..engine._migrate import MigrationPlan, commit_migration, plan_migration
 from ..engine._preflight import preflight
 from ..engine._state import ThreadState
 from ..errors import (
@@ -29,7 +29,6 @@ from ..errors import (
     RunLockedError,
     RunNotFoundError,
     RunNotResumableError,
-    WorkflowMismatchError,
 )
 from ..model._blackboard import Blackboard
 from ..model._clock import utcnow
@@ -46,10 +45,11 @@ from ..model._records import (
 )
 from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
+from ._events import asleep, send_event
 from ._execution import Executor, final_event
 from ._inputs import (
-    SETTLED,
     check_mapping,
+    check_prune_args,
     check_start_args,
     check_workflow,
     input_digest,
@@ -57,9 +57,10 @@ from ._inputs import (
     seconds,
     validated_input,
 )
-from ._inspect import Inspector, to_pending
+from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses
 from ._signals import signals_for
+from ._versions import GraphBook, check_graph
 
 __all__ = ["Runtime"]
 
@@ -86,6 +87,7 @@ class Runtime:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
         self._exec = Executor(store, self.lease_ttl)
         self._inspect = Inspector(store)
+        self._graphs = GraphBook(store)
 
     async def __aenter__(self) -> Runtime:
         await self.store.setup()
@@ -157,6 +159,7 @@ class Runtime:
             max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest,
             workflow_version=workflow.version, priority=priority)
         held = lease if new.status is RunStatus.RUNNING else None
+        await self._graphs.keep(workflow)  # so a changed graph can be told apart later
         try:
             await self.store.create_run(new, [write], held)
         except RunExistsError:
@@ -184,7 +187,7 @@ class Runtime:
     async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
                       events: bool) -> AsyncIterator[Event]:
         """``run`` with the id of an existing run: its result, or its continuation."""
-        self._check_same_start(workflow, record, digest)
+        await self._check_same_start(workflow, record, digest)
         if record.status is RunStatus.RUNNING:
             async for event in self._continue(workflow, record.run_id, None, False,
                                               events=events):
@@ -193,7 +196,7 @@ class Runtime:
         yield final_event(record.run_id, await self._exec.result(workflow, record.run_id))
 
     async def resume(self, workflow: Workflow, run_id: str, *,
-                     responses: Mapping[str, Any] | None = None,
+                     responses: Mapping[str, Any] | None = None, migrate: bool = False,
                      allow_mismatch: bool = False) -> RunResult:
         """Continue a run from its head: after a crash, a failure, or with answers.
 
@@ -201,13 +204,19 @@ class Runtime:
         still open) and takes the lease in one transaction, so of two callers
         resuming one run at once exactly one executes; the other gets
         ``RunLockedError``. Re-sending answers that were already recorded is a
-        no-op that returns the current result.
+        no-op that returns the current result, and so is resuming a run
+        waiting for a timer or deadline still ahead (nothing is written).
+
+        A workflow of another version than the run's raises
+        ``WorkflowMismatchError`` unless ``migrate`` is set: then the
+        workflow's migration from the run's version (``builder.migrate``)
+        moves the run onto it first, and ``responses`` apply after it.
         """
         return await last_result(self._continue(workflow, run_id, responses, allow_mismatch,
-                                          events=False))
+                                                events=False, migrate=migrate))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
-                            responses: Mapping[str, Any] | None = None,
+                            responses: Mapping[str, Any] | None = None, migrate: bool = False,
                             allow_mismatch: bool = False) -> AsyncIterator[Event]:
         """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``.
 
@@ -216,28 +225,31 @@ class Runtime:
         is open again and the run stays ``waiting``.
         """
         async for event in self._continue(workflow, run_id, responses, allow_mismatch,
-                                          events=True):
+                                          events=True, migrate=migrate):
             yield event
 
     async def _continue(self, workflow: Workflow, run_id: str,
                         responses: Mapping[str, Any] | None, allow_mismatch: bool,
-                        *, events: bool) -> AsyncIterator[Event]:
+                        *, events: bool, migrate: bool = False) -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_mapping("responses", responses)
         record = await self._require(run_id)
-        self._check_signature(workflow, record, allow_mismatch)
+        migrating = migrate and record.workflow_version != workflow.version
+        await check_graph(self.store, workflow, record, allow_mismatch=allow_mismatch,
+                          migrate=migrating)
         if record.status.is_final and not await self._only_repeats(record, responses):
             raise RunNotResumableError(run_id, record.status.value)
         answers, _repeated = await check_responses(self.store, record, responses or {})
-        if responses and not answers and record.status is not RunStatus.RUNNING:
-            # a client re-sending answers that were already recorded: a no-op
+        if not migrating and not answers and (
+                (responses and record.status is not RunStatus.RUNNING) or asleep(record)):
+            # answers recorded before, or a run whose timer is still ahead: a no-op
             yield await self._repeated(workflow, run_id)
             return
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
         # read and check everything the first superstep will use before claiming:
         # damaged data then raises having changed nothing
-        state, preloaded = await self._prepared(workflow, record)
+        state, preloaded, plan = await self._to_continue(workflow, record, migrating)
         try:
             lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
                                                  answers=answers, expect_head=head))
@@ -252,6 +264,8 @@ class Runtime:
         async def go(rc: RunContext) -> ThreadOutcome:
             for rid in answers:
                 rc.emit("request_answered", "", 0, request_id=rid)
+            if plan is not None:
+                await commit_migration(rc, workflow, plan)
             rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
             runner.checked(state.meta.id)
@@ -291,7 +305,7 @@ class Runtime:
         if not isinstance(checkpoint_id, str):
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
-        self._check_signature(workflow, source, allow_mismatch)
+        await check_graph(self.store, workflow, source, allow_mismatch=allow_mismatch)
         lease = self._new_lease(fork_id or new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
         state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
@@ -335,14 +349,25 @@ class Runtime:
         finally:
             await self.store.release_lease(rc.lease)
 
-    def _check_same_start(self, workflow: Workflow, record: RunRecord, digest: str) -> None:
+    async def _check_same_start(self, workflow: Workflow, record: RunRecord, digest: str) -> None:
         """Starting an existing run id again must name the same workflow and input."""
         if record.workflow_name != workflow.name or record.input_digest != digest:
             what = "workflow" if record.workflow_name != workflow.name else "input"
             raise InvalidInputError(
                 f"run {record.run_id} already exists with another {what}; "
                 "start it with a new run_id, or resume it")
-        self._check_signature(workflow, record, False)
+        await check_graph(self.store, workflow, record)
+
+    async def _to_continue(self, workflow: Workflow, record: RunRecord, migrating: bool
+                           ) -> tuple[ThreadState, dict[str, ThreadState], MigrationPlan | None]:
+        """The state to continue from: the head, or the migrated head (checked, not written)."""
+        if not migrating:
+            return (*await self._prepared(workflow, record), None)
+        reader = RunContext(self.store, Lease(record.run_id, "", 0, utcnow()), workflow.name,
+                            None)
+        plan = await plan_migration(reader, workflow, record)
+        await self._graphs.keep(workflow)
+        return plan.state, {}, plan
 
     async def _prepared(self, workflow: Workflow, record: RunRecord
                         ) -> tuple[ThreadState, dict[str, ThreadState]]:
@@ -409,7 +434,7 @@ class Runtime:
                                      limit=workflow.max_supersteps, workflow_ref=None,
                                      status=RunStatus.QUEUED, priority=priority)
         if isinstance(created, RunRecord):
-            self._check_same_start(workflow, created, digest)
+            await self._check_same_start(workflow, created, digest)
         else:
             signals_for(self.store).wake()
         return self._inspect.info(await self._require(lease.run_id))
@@ -435,26 +460,25 @@ class Runtime:
             signals_for(self.store).wake()
         return self._inspect.info(updated)
 
+    async def send_event(self, run_id: str, name: str, payload: Any = None) -> None:
+        """Send the event ``name`` to a run: for systems rather than people (a webhook, ...).
+
+        The event is kept in the run's mailbox and delivered to exactly one
+        ``ctx.wait_event(name)``, in the order events were sent; one sent
+        before the node waits is kept for it. A ``waiting`` run it is
+        delivered to becomes ``queued`` (a worker continues it, or a later
+        ``resume``). ``payload`` must be storable. Raises ``RunNotFoundError``,
+        or ``RunNotResumableError`` for a completed or cancelled run.
+        """
+        await send_event(self.store, run_id, name, payload)
+
     async def wait(self, run_id: str, *, timeout: float | timedelta | None = None) -> RunInfo:
         """Return once the run is waiting, completed, failed or cancelled.
 
         Raises ``TimeoutError`` after ``timeout`` seconds (a number or a
         ``timedelta``; None waits for as long as it takes).
         """
-        limit = seconds("timeout", timeout)
-        loop = asyncio.get_running_loop()
-        deadline = None if limit is None else loop.time() + limit
-        delay = 0.01
-        while True:
-            record = await self._require(run_id)
-            if record.status in SETTLED:
-                return self._inspect.info(record)
-            left = None if deadline is None else deadline - loop.time()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"run {run_id} is still {record.status.value} "
-                                   f"after {limit:g}s")
-            await signals_for(self.store).wait(delay if left is None else min(delay, left))
-            delay = min(delay * 1.5, 0.5)
+        return await settled(self.store, self._inspect, run_id, seconds("timeout", timeout))
 
     async def execute_claimed(self, workflow: Workflow, record: RunRecord,
                               lease: Lease) -> RunResult:
@@ -545,18 +569,7 @@ class Runtime:
     async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,
                     older_than: timedelta | None = None) -> int:
         """Remove old checkpoints; never a head, pending requests or needed data."""
-        if run_id is not None and not isinstance(run_id, str):
-            raise InvalidInputError(f"run_id must be a string, got {run_id!r}")
-        if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)):
-            raise InvalidInputError(f"keep_last must be an int, got {keep_last!r}")
-        if older_than is not None and not isinstance(older_than, timedelta):
-            raise InvalidInputError(f"older_than must be a timedelta, got {older_than!r}")
-        if older_than is not None and older_than < timedelta(0):
-            raise InvalidInputError(f"older_than must not be negative, got {older_than!r}")
-        if keep_last is None and older_than is None:
-            raise InvalidInputError("prune needs keep_last, older_than or both")
-        if keep_last is not None and keep_last < 1:
-            raise InvalidInputError("keep_last must be at least 1")
+        check_prune_args(run_id, keep_last, older_than)
         cutoff = utcnow() - older_than if older_than is not None else None
         return await self.store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff)
 
@@ -571,14 +584,9 @@ class Runtime:
         record = await self._require(run_id)
         if record.status.is_final:
             raise RunNotResumableError(run_id, record.status.value)
-        self._check_signature(workflow, record, allow)
+        await check_graph(self.store, workflow, record, allow_mismatch=allow)
         return record
 
     def _check_not_active(self, run_id: str) -> None:
         if self._exec.is_active(run_id):
             raise RunLockedError(run_id, f"{self.owner} (this runtime)", self.lease_ttl)
-
-    @staticmethod
-    def _check_signature(workflow: Workflow, record: RunRecord, allow: bool) -> None:
-        if not allow and record.signature != workflow.signature:
-            raise WorkflowMismatchError(record.run_id, record.signature, workflow.signature)

@@ -23,8 +23,10 @@ from ..errors import (
 )
 from ..model._clock import utcnow
 from ..model._records import RunStatus
+from ..model._serde import decode
 from ._protocols import (
     HEAD_MOVED,
+    Carry,
     CheckpointMeta,
     CheckpointWrite,
     Claim,
@@ -32,22 +34,40 @@ from ._protocols import (
     InboxCursor,
     Lease,
     LoadedCheckpoint,
+    MailRow,
     RequestRow,
     RunRecord,
     StepRow,
     TaskWrite,
+    check_answerable,
     check_claimable,
     check_respondable,
     claimed_record,
+    match_mail,
 )
 from ._retention import Scanned, doomed
 
 __all__ = ["MemoryStore"]
 
+
+def _name(wait: RequestRow) -> object:
+    """The event name a wait waits for (its payload); None when it cannot be read."""
+    try:
+        return decode(wait.payload)
+    except (ValueError, TypeError):
+        return None
+
+
+#: The answer a wait closed by its time holds (with ``timed_out`` set).
+_CLOSED = b"null"
+
+
 def _claimable(run: RunRecord, now: datetime) -> bool:
-    """Queued, or running with no live lease (its holder died)."""
+    """Queued, running with no live lease (its holder died), or waiting and due."""
     if run.status is RunStatus.QUEUED:
         return True
+    if run.status is RunStatus.WAITING:
+        return run.wake_at is not None and run.wake_at <= now
     return run.status is RunStatus.RUNNING and (
         run.lease_expires_at is None or run.lease_expires_at < now)
 
@@ -64,6 +84,8 @@ class MemoryStore:
         self._task_writes: dict[tuple[str, str], dict[str, TaskWrite]] = {}
         self._steps: dict[tuple[str, str, str], dict[str, bytes]] = {}
         self._requests: dict[tuple[str, str], RequestRow] = {}
+        self._mail: dict[str, list[MailRow]] = {}
+        self._graphs: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
 
     async def setup(self) -> None:
@@ -115,13 +137,14 @@ class MemoryStore:
             run = self._require_run(claim.run_id)
             now = utcnow()
             check_claimable(run, claim, now)
-            answers = self._new_answers(run.run_id, claim.answers)
+            answers = self._new_answers(run.run_id, claim.answers, now)
+            settled = self._settle(run.run_id, now)
             for rid, answer in answers.items():
                 self._requests[(run.run_id, rid)] = dataclasses.replace(
                     self._requests[(run.run_id, rid)], answer=answer, answered_at=now)
-            if answers or run.status is not RunStatus.WAITING:
+            if answers or settled or run.status is not RunStatus.WAITING:
                 run = dataclasses.replace(run, status=RunStatus.RUNNING, error=None,
-                                          updated_at=now)
+                                          updated_at=now, wake_at=None)
             lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
                           now + timedelta(seconds=claim.ttl))
             self._runs[run.run_id] = dataclasses.replace(
@@ -129,16 +152,11 @@ class MemoryStore:
                 lease_expires_at=lease.expires_at)
             return lease
 
-    def _new_answers(self, run_id: str, answers: Mapping[str, bytes]) -> dict[str, bytes]:
-        """The answers to record: open requests only; identical repeats are skipped."""
-        out: dict[str, bytes] = {}
-        for rid, answer in answers.items():
-            req = self._requests.get((run_id, rid))
-            if req is None or (req.answer is not None and req.answer != answer):
-                raise UnknownRequestError(run_id, rid)
-            if req.answer is None:
-                out[rid] = answer
-        return out
+    def _new_answers(self, run_id: str, answers: Mapping[str, bytes],
+                     now: datetime) -> dict[str, bytes]:
+        """The answers to record: open requests within their deadline; repeats are skipped."""
+        return {rid: answer for rid, answer in answers.items()
+                if check_answerable(run_id, rid, self._requests.get((run_id, rid)), answer, now)}
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease."""
@@ -174,6 +192,7 @@ class MemoryStore:
                               now + timedelta(seconds=ttl))
                 run = claimed_record(run, lease, now)
                 self._runs[run.run_id] = run
+                self._settle(run.run_id, now)
                 claimed.append((run, lease))
             return claimed
 
@@ -183,14 +202,13 @@ class MemoryStore:
             run = self._require_run(run_id)
             now = utcnow()
             check_respondable(run, now)
-            for rid, answer in self._new_answers(run_id, answers).items():
+            for rid, answer in self._new_answers(run_id, answers, now).items():
                 self._requests[(run_id, rid)] = dataclasses.replace(
                     self._requests[(run_id, rid)], answer=answer, answered_at=now)
-            still_open = any(r.run_id == run_id and r.answer is None
+            still_open = any(r.run_id == run_id and r.answer is None and r.kind == "request"
                              for r in self._requests.values())
             if run.status is RunStatus.WAITING and not still_open:
-                run = dataclasses.replace(run, status=RunStatus.QUEUED, updated_at=now)
-                self._runs[run_id] = run
+                run = self._queue(run_id, now)
             return run
 
     async def cancel_run(self, run_id: str) -> RunRecord:
@@ -201,7 +219,7 @@ class MemoryStore:
                 raise RunNotResumableError(run_id, run.status.value, "cancelled")
             run = dataclasses.replace(
                 run, status=RunStatus.CANCELLED, lease_owner=None, lease_expires_at=None,
-                lease_epoch=run.lease_epoch + 1, updated_at=utcnow())
+                lease_epoch=run.lease_epoch + 1, updated_at=utcnow(), wake_at=None)
             self._runs[run_id] = run
             for key, req in list(self._requests.items()):
                 if req.run_id == run_id and req.answer is None:
@@ -240,6 +258,8 @@ class MemoryStore:
                     meta, status=commit.mark.status, error=commit.mark.error)
             if commit.checkpoint is not None:
                 self._insert_checkpoint(commit.checkpoint)
+                if commit.carry is not None:
+                    self._carry(run_id, commit.carry, commit.checkpoint.meta.id)
             run = dataclasses.replace(run, updated_at=now)
             if commit.run is not None:
                 upd = commit.run
@@ -248,7 +268,12 @@ class MemoryStore:
                     head_checkpoint_id=upd.head_checkpoint_id or run.head_checkpoint_id)
                 if upd.release:
                     run = dataclasses.replace(run, lease_owner=None, lease_expires_at=None)
+                if upd.workflow_version is not None and upd.signature is not None:
+                    run = dataclasses.replace(run, workflow_version=upd.workflow_version,
+                                              signature=upd.signature)
             self._runs[run_id] = run
+            if commit.run is not None and commit.run.status is RunStatus.WAITING:
+                self._waiting(run_id, now)
 
     async def put_task_writes(self, lease: Lease, writes: Sequence[TaskWrite]) -> None:
         """Save finished tasks' writes."""
@@ -327,12 +352,51 @@ class MemoryStore:
 
     async def pending_requests(self, *, workflow_name: str | None = None, limit: int | None = None,
                                after: InboxCursor | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first; ``limit`` and ``after`` page it."""
+        """Open requests to people whose deadline is ahead, oldest first; ``limit``/``after`` page it."""
+        now = utcnow()
         rows = sorted((r for r in self._requests.values() if r.answer is None
+                       and r.kind == "request" and (r.expires_at is None or r.expires_at > now)
                        and (workflow_name is None or r.workflow_name == workflow_name)
                        and (after is None or (r.created_at, r.run_id, r.id) > after)),
                       key=lambda r: (r.created_at, r.run_id, r.id))
         return rows if limit is None else rows[:limit]
+
+    # the mailbox and the graphs ------------------------------------------------------
+    async def send_event(self, run_id: str, name: str, payload: bytes) -> RunRecord:
+        """Keep an event; delivered at once when no execution holds the run."""
+        async with self._lock:
+            run = self._require_run(run_id)
+            now = utcnow()
+            if run.status.is_final:
+                raise RunNotResumableError(run_id, run.status.value)
+            mail = self._mail.setdefault(run_id, [])
+            mail.append(MailRow(run_id, len(mail) + 1, name, payload, now))
+            held = run.lease_expires_at is not None and run.lease_expires_at > now
+            if not held and self._deliver(run_id, now) and run.status is RunStatus.WAITING:
+                run = self._queue(run_id, now)
+            return run
+
+    async def wait_event(self, lease: Lease, wait: RequestRow) -> RequestRow:
+        """Record an event wait; a kept event is delivered to it at once."""
+        async with self._lock:
+            self._check_lease(lease)
+            key = (lease.run_id, wait.id)
+            self._requests.setdefault(key, wait)
+            self._deliver(lease.run_id, utcnow(), only=wait.id)
+            return self._requests[key]
+
+    async def get_mail(self, run_id: str) -> list[MailRow]:
+        """A run's events in the order they were sent."""
+        return list(self._mail.get(run_id, []))
+
+    async def put_graph(self, signature: str, workflow_name: str, version: str,
+                        description: bytes) -> None:
+        """Keep a graph's description; a signature already kept is left as it is."""
+        self._graphs.setdefault(signature, description)
+
+    async def get_graph(self, signature: str) -> bytes | None:
+        """The description kept for ``signature``, or None."""
+        return self._graphs.get(signature)
 
     # retention --------------------------------------------------------------
     async def prune(
@@ -358,6 +422,70 @@ class MemoryStore:
                     self._appends.pop(key, None)
             self._drop_unreferenced_values()
             return len(gone)
+
+    # waits ------------------------------------------------------------------
+    def _settle(self, run_id: str, now: datetime) -> bool:
+        """A claim's first step: deliver kept events, close due waits; True if a wait closed."""
+        delivered = self._deliver(run_id, now)
+        closed = 0
+        for key, req in list(self._requests.items()):
+            if req.run_id == run_id and req.answer is None and req.expires_at is not None \
+                    and req.expires_at <= now:
+                self._requests[key] = dataclasses.replace(
+                    req, answer=_CLOSED, answered_at=now, timed_out=True)
+                closed += 1
+        return bool(delivered or closed)
+
+    def _deliver(self, run_id: str, now: datetime, *, only: str | None = None) -> int:
+        """Deliver kept events to open event waits (only to ``only`` when given)."""
+        kept = [m for m in self._mail.get(run_id, []) if m.request_id is None]
+        if not kept:
+            return 0
+        waits = sorted((r for r in self._requests.values()
+                        if r.run_id == run_id and r.kind == "event" and r.answer is None
+                        and (only is None or r.id == only)),
+                       key=lambda r: (r.created_at, r.id))
+        names = {w.id: n for w in waits if isinstance(n := _name(w), str)}
+        pairs = match_mail(waits, kept, names)
+        mail = self._mail[run_id]
+        for event, wait in pairs:
+            self._requests[(run_id, wait.id)] = dataclasses.replace(
+                wait, answer=event.payload, answered_at=now)
+            mail[event.seq - 1] = dataclasses.replace(event, request_id=wait.id,
+                                                      delivered_at=now)
+        return len(pairs)
+
+    def _waiting(self, run_id: str, now: datetime) -> None:
+        """After a commit left the run waiting: queue it if an event came, else its wake time."""
+        if self._deliver(run_id, now):
+            self._queue(run_id, now)
+            return
+        due = [r.expires_at for r in self._requests.values()
+               if r.run_id == run_id and r.answer is None and r.expires_at is not None]
+        self._runs[run_id] = dataclasses.replace(self._runs[run_id],
+                                                 wake_at=min(due) if due else None)
+
+    def _queue(self, run_id: str, now: datetime) -> RunRecord:
+        run = dataclasses.replace(self._runs[run_id], status=RunStatus.QUEUED, updated_at=now,
+                                  wake_at=None)
+        self._runs[run_id] = run
+        return run
+
+    def _carry(self, run_id: str, carry: Carry, checkpoint_id: str) -> None:
+        """Move the rows recorded at ``carry.source`` onto ``checkpoint_id``, renaming nodes."""
+        def node(old: str) -> str:
+            return carry.nodes.get(old, old)
+
+        for key, req in list(self._requests.items()):
+            if req.run_id == run_id and req.checkpoint_id == carry.source:
+                self._requests[key] = dataclasses.replace(
+                    req, checkpoint_id=checkpoint_id, node=node(req.node))
+        writes = self._task_writes.pop((run_id, carry.source), {})
+        self._task_writes[(run_id, checkpoint_id)] = {
+            node(n): dataclasses.replace(w, checkpoint_id=checkpoint_id, node=node(n))
+            for n, w in writes.items()}
+        for (rid, cp, n) in [k for k in self._steps if k[:2] == (run_id, carry.source)]:
+            self._steps[(rid, checkpoint_id, node(n))] = self._steps.pop((rid, cp, n))
 
     # helpers ----------------------------------------------------------------
     def _require_run(self, run_id: str) -> RunRecord:

@@ -30,10 +30,18 @@ Ownership is made by the store, not hoped for by its callers:
   the head it extends (:class:`Commit`); the store refuses either with
   ``LeaseLostError``, writing nothing, when the epoch or the head moved.
 
+Time and events are store rules too: a claim first delivers the events kept
+in the run's mailbox to its open event waits and closes the waits whose
+``expires_at`` passed (timers fire, deadlines time out), and a commit that
+leaves a run ``waiting`` sets its ``wake_at``, so workers find due runs
+through an index.
+
 The protocols are split by concern: :class:`RunStore` (runs and claims),
 :class:`CheckpointLog` (the chain of checkpoints and retention),
-:class:`Journal` (task writes and step results of a superstep in flight) and
-:class:`Inbox` (human-input requests). :class:`CheckpointStore` is all four.
+:class:`Journal` (task writes and step results of a superstep in flight),
+:class:`Inbox` (recorded waits: requests, timers, event waits),
+:class:`Mailbox` (events sent to runs) and :class:`Graphs` (the graphs runs
+were started with). :class:`CheckpointStore` is all six.
 """
 
 from __future__ import annotations
@@ -45,36 +53,45 @@ from typing import Protocol, runtime_checkable
 from ..model._records import RunStatus
 from ._rows import (
     HEAD_MOVED,
+    Carry,
     CheckpointMeta,
     CheckpointWrite,
     Claim,
     Commit,
     Lease,
     LoadedCheckpoint,
+    MailRow,
     RequestRow,
     RunRecord,
     RunUpdate,
     StatusMark,
     StepRow,
     TaskWrite,
+    WaitKind,
+    check_answerable,
     check_claimable,
     check_respondable,
     claimed_record,
+    match_mail,
 )
 
 __all__ = [
     "HEAD_MOVED",
+    "Carry",
     "CheckpointLog",
     "CheckpointMeta",
     "CheckpointStore",
     "CheckpointWrite",
     "Claim",
     "Commit",
+    "Graphs",
     "Inbox",
     "InboxCursor",
     "Journal",
     "Lease",
     "LoadedCheckpoint",
+    "MailRow",
+    "Mailbox",
     "RequestRow",
     "RunRecord",
     "RunStore",
@@ -82,9 +99,12 @@ __all__ = [
     "StatusMark",
     "StepRow",
     "TaskWrite",
+    "WaitKind",
+    "check_answerable",
     "check_claimable",
     "check_respondable",
     "claimed_record",
+    "match_mail",
 ]
 
 
@@ -129,11 +149,13 @@ class RunStore(Protocol):
         ``completed`` or ``cancelled`` (``RunNotResumableError``); no lease
         is live, whoever holds it (``RunLockedError``); its head is
         ``claim.expect_head`` when given (``RunLockedError``); every answered
-        id is a request of the run that is still open, or already holds the
-        identical answer (skipped) (``UnknownRequestError``). Then records the
-        answers, sets the run ``running`` (error cleared) when it records an
-        answer or the run was not ``waiting``, and takes the lease with the
-        next epoch.
+        id is a request of the run that is still open and not past its
+        deadline, or already holds the identical answer (skipped)
+        (``UnknownRequestError``). Then delivers kept events to open event
+        waits, closes the waits whose ``expires_at`` passed, records the
+        answers, sets the run ``running`` (error and ``wake_at`` cleared) when
+        any of these changed a wait or the run was not ``waiting``, and takes
+        the lease with the next epoch.
         """
         ...
 
@@ -142,11 +164,14 @@ class RunStore(Protocol):
         """A worker's claim: up to ``limit`` runs, in one transaction.
 
         Takes runs of the given ``(workflow_name, workflow_version)`` pairs
-        that are ``queued``, or ``running`` with no live lease (their holder
-        died), highest ``priority`` first, then oldest; sets each ``running``
-        under a new lease (next epoch). Runs another transaction is claiming
-        are skipped, never waited for. Returns the claimed runs as they are
-        now, with their leases.
+        that are ``queued``, ``running`` with no live lease (their holder
+        died), or ``waiting`` with a ``wake_at`` that has come (found through
+        an index on status and wake time), highest ``priority`` first, then
+        oldest; delivers kept events and closes due waits as ``claim`` does;
+        sets each ``running`` under a new lease (next epoch, ``wake_at``
+        cleared). Runs another transaction is claiming are skipped, never
+        waited for. Returns the claimed runs as they are now, with their
+        leases.
         """
         ...
 
@@ -155,9 +180,10 @@ class RunStore(Protocol):
 
         Raises ``RunNotFoundError``, ``RunNotResumableError`` (completed or
         cancelled), ``RunLockedError`` (a live lease: an execution is under
-        way) and ``UnknownRequestError`` (an id that is not open, unless it
-        repeats the recorded answer), writing nothing. A ``waiting`` run left
-        with no open request becomes ``queued``. Returns the run row.
+        way) and ``UnknownRequestError`` (an id that is not an open request,
+        or is past its deadline, unless it repeats the recorded answer),
+        writing nothing. A ``waiting`` run left with no open request (timers
+        and event waits do not count) becomes ``queued``. Returns the run row.
         """
         ...
 
@@ -276,18 +302,19 @@ class Journal(Protocol):
 
 @runtime_checkable
 class Inbox(Protocol):
-    """Human-input requests: open until answered."""
+    """Recorded waits of tasks (requests to people, timers, event waits): open until closed."""
 
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
     ) -> list[RequestRow]:
-        """Requests of a run, oldest first."""
+        """Recorded waits of a run, of every kind, oldest first."""
         ...
 
     async def pending_requests(self, *, workflow_name: str | None = None, limit: int | None = None,
                                after: InboxCursor | None = None) -> list[RequestRow]:
-        """Every open request across all runs, oldest first (the inbox).
+        """Every open request to a person across all runs, oldest first (the inbox).
 
+        Requests past their deadline are left out: no answer is taken for them.
         Ordered by ``(created_at, run_id, id)``. A page: at most ``limit``
         requests, only those ordered after the cursor ``after`` (the key of
         the last request of the previous page), read without scanning the
@@ -297,7 +324,52 @@ class Inbox(Protocol):
 
 
 @runtime_checkable
-class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Protocol):
+class Mailbox(Protocol):
+    """Events sent to runs, kept until a wait takes them (each by exactly one wait)."""
+
+    async def send_event(self, run_id: str, name: str, payload: bytes) -> RunRecord:
+        """Keep an event in the run's mailbox (after the ones sent before), in one transaction.
+
+        When no execution holds the run, the event is delivered at once to
+        the oldest open wait for ``name``, and a ``waiting`` run it was
+        delivered to becomes ``queued``; otherwise the execution's next
+        commit that leaves the run waiting, or the next claim, delivers it.
+        Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a
+        completed or cancelled run (writing nothing). Returns the run row.
+        """
+        ...
+
+    async def wait_event(self, lease: Lease, wait: RequestRow) -> RequestRow:
+        """Record an event wait under the lease; deliver it a kept event at once if one is there.
+
+        The oldest kept event of the wait's name that no wait took (and that
+        was sent before the wait's deadline) is delivered to it in the same
+        transaction. An existing row with the wait's id is left as it is.
+        Returns the wait as stored. Raises ``LeaseLostError``.
+        """
+        ...
+
+    async def get_mail(self, run_id: str) -> list[MailRow]:
+        """A run's events, delivered or not, in the order they were sent."""
+        ...
+
+
+@runtime_checkable
+class Graphs(Protocol):
+    """The graph descriptions runs were started with, by signature."""
+
+    async def put_graph(self, signature: str, workflow_name: str, version: str,
+                        description: bytes) -> None:
+        """Keep a graph's description (JSON); a signature already kept is left as it is."""
+        ...
+
+    async def get_graph(self, signature: str) -> bytes | None:
+        """The description kept for ``signature``, or None."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, Protocol):
     """Durable home of runs, checkpoints, task writes, steps and requests.
 
     All methods are coroutines. Times are timezone-aware UTC datetimes.

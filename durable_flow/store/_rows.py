@@ -10,32 +10,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Literal
 
-from ..errors import RunLockedError, RunNotResumableError
+from ..errors import RunLockedError, RunNotResumableError, UnknownRequestError
 from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 
 __all__ = [
     "HEAD_MOVED",
+    "Carry",
     "CheckpointMeta",
     "CheckpointWrite",
     "Claim",
     "Commit",
     "Lease",
     "LoadedCheckpoint",
+    "MailRow",
     "RequestRow",
     "RunRecord",
     "RunUpdate",
     "StatusMark",
     "StepRow",
     "TaskWrite",
+    "WaitKind",
+    "check_answerable",
     "check_claimable",
     "check_respondable",
     "claimed_record",
+    "match_mail",
 ]
 
 HEAD_MOVED = "the head this commit extends has moved"
 
-
+#: What a recorded wait of a task waits for: a person's answer (``ctx.request``),
+#: a time (``ctx.sleep``) or an event (``ctx.wait_event``).
+WaitKind = Literal["request", "timer", "event"]
 
 @dataclass(frozen=True, slots=True)
 class Lease:
@@ -150,7 +158,15 @@ class StepRow:
 
 @dataclass(frozen=True, slots=True)
 class RequestRow:
-    """A human-input request; open while ``answer`` is None."""
+    """A recorded wait of a task: a request to a person, a timer or an event wait.
+
+    Open while ``answer`` is None. ``kind`` says what it waits for; only
+    ``request`` rows are in the inbox and can be answered. ``expires_at`` is
+    a request's or event wait's deadline, or a timer's wake time; once it
+    passed, the next claim of the run closes the row with ``timed_out`` set
+    (and ``answer`` the JSON ``null``). For an event wait, ``payload`` is the
+    event's name and ``answer`` the delivered event's payload.
+    """
 
     id: str
     run_id: str
@@ -164,6 +180,26 @@ class RequestRow:
     created_at: datetime
     answer: bytes | None = None
     answered_at: datetime | None = None
+    kind: WaitKind = "request"
+    expires_at: datetime | None = None
+    timed_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MailRow:
+    """An event sent to a run (``Runtime.send_event``), kept in its mailbox.
+
+    ``seq`` orders a run's events as they were sent; ``request_id`` names the
+    wait it was delivered to (None while it waits for one).
+    """
+
+    run_id: str
+    seq: int
+    name: str
+    payload: bytes
+    sent_at: datetime
+    request_id: str | None = None
+    delivered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +213,31 @@ class StatusMark:
 
 @dataclass(frozen=True, slots=True)
 class RunUpdate:
-    """Change the run row: status, error, head; ``release`` frees the lease."""
+    """Change the run row: status, error, head; ``release`` frees the lease.
+
+    ``workflow_version`` and ``signature``, when given, move the run onto
+    another version of its workflow (a migration).
+    """
 
     status: RunStatus
     head_checkpoint_id: str | None = None
     error: ErrorInfo | None = None
     release: bool = False
+    workflow_version: str | None = None
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """Move what the superstep in progress at ``source`` recorded onto a new checkpoint.
+
+    Its requests (open and answered, timers and event waits too), task writes
+    and step results now belong to the commit's checkpoint, their node ids
+    renamed through ``nodes`` (old -> new); request ids stay as they were.
+    """
+
+    source: str
+    nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +253,14 @@ class Commit:
     these request ids, so they are open again), ``drop_open_requests``
     (delete the run's open requests), ``requests`` (insert new ones; an
     existing id is left as it is), ``task_writes``, ``mark``,
-    ``checkpoint``, ``run``. Raises ``LeaseLostError`` (lease gone or head
-    moved), ``UnknownRequestError`` (an answered or reopened id that does
-    not exist) or ``CheckpointNotFoundError`` (a mark on a missing
-    checkpoint), writing nothing.
+    ``checkpoint``, ``run``, ``carry``. A commit that leaves the run
+    ``waiting`` then delivers the events kept in its mailbox to its open event
+    waits (the run is ``queued`` instead when one was delivered) and sets the
+    run's ``wake_at`` to the earliest ``expires_at`` of its open waits.
+    Raises ``LeaseLostError`` (lease gone or head moved),
+    ``UnknownRequestError`` (an answered or reopened id that does not exist)
+    or ``CheckpointNotFoundError`` (a mark on a missing checkpoint), writing
+    nothing.
     """
 
     lease: Lease
@@ -214,6 +273,7 @@ class Commit:
     reopen: Sequence[str] = ()
     drop_open_requests: bool = False
     run: RunUpdate | None = None
+    carry: Carry | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +316,47 @@ def check_respondable(run: RunRecord, now: datetime) -> None:
 
 def claimed_record(run: RunRecord, lease: Lease, now: datetime) -> RunRecord:
     """``run`` as a worker's claim leaves it: ``running`` under ``lease``."""
-    return replace(run, status=RunStatus.RUNNING, error=None, updated_at=now,
+    return replace(run, status=RunStatus.RUNNING, error=None, updated_at=now, wake_at=None,
                    lease_owner=lease.owner, lease_epoch=lease.epoch,
                    lease_expires_at=lease.expires_at)
+
+
+def check_answerable(run_id: str, request_id: str, row: RequestRow | None, answer: bytes,
+                     now: datetime) -> bool:
+    """Whether ``answer`` is to be recorded for ``row``: True to record, False for a repeat.
+
+    Raises ``UnknownRequestError`` when ``row`` is missing, is not a request
+    to a person, is past its deadline or timed out, or holds another answer.
+    """
+    if row is None or row.kind != "request" or row.timed_out:
+        raise UnknownRequestError(run_id, request_id)
+    if row.answer is None:
+        if row.expires_at is not None and row.expires_at <= now:
+            raise UnknownRequestError(run_id, request_id)
+        return True
+    if row.answer != answer:
+        raise UnknownRequestError(run_id, request_id)
+    return False
+
+
+def match_mail(waits: Sequence[RequestRow], mail: Sequence[MailRow],
+               names: Mapping[str, str]) -> list[tuple[MailRow, RequestRow]]:
+    """Pair kept events with open event waits: each event to one wait, in the order sent.
+
+    ``waits`` are the open event waits, oldest first; ``mail`` the events no
+    wait took yet, in ``seq`` order; ``names`` maps a wait's id to the event
+    name it waits for. An event goes to the oldest wait for its name; a wait
+    whose deadline had passed when the event was sent does not take it.
+    """
+    pairs: list[tuple[MailRow, RequestRow]] = []
+    taken: set[str] = set()
+    for event in mail:
+        for wait in waits:
+            if wait.id in taken or names.get(wait.id) != event.name:
+                continue
+            if wait.expires_at is not None and wait.expires_at <= event.sent_at:
+                continue
+            pairs.append((event, wait))
+            taken.add(wait.id)
+            break
+    return pairs

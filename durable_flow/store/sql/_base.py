@@ -34,6 +34,7 @@ from .._protocols import (
     InboxCursor,
     Lease,
     LoadedCheckpoint,
+    MailRow,
     RequestRow,
     RunRecord,
     StepRow,
@@ -80,6 +81,7 @@ from ._runs import (
 )
 from ._shared import insert_checkpoint
 from ._tables import SqlDialect, queries_for
+from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
 from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
 
 __all__ = [
@@ -241,3 +243,26 @@ class SqlStore(abc.ABC):
         """Delete old checkpoints nothing needs; return how many."""
         return await self.driver.run(partial(prune_tx, self._q, run_id, keep_last, older_than),
                                      write=True)
+
+    async def send_event(self, run_id: str, name: str, payload: bytes) -> RunRecord:
+        """Keep an event in the run's mailbox (see ``Mailbox.send_event``)."""
+        return await self.driver.run(partial(send_event_tx, self._q, run_id, name, payload),
+                                     write=True)
+
+    async def wait_event(self, lease: Lease, wait: RequestRow) -> RequestRow:
+        """Record an event wait; a kept event is delivered to it at once."""
+        return await self.driver.run(partial(wait_event_tx, self._q, lease, wait), write=True)
+
+    async def get_mail(self, run_id: str) -> list[MailRow]:
+        """A run's events in the order they were sent."""
+        return await self.driver.run(partial(get_mail_tx, self._q, run_id), write=False)
+
+    async def put_graph(self, signature: str, workflow_name: str, version: str,
+                        description: bytes) -> None:
+        """Keep a graph's description; a signature already kept is left as it is."""
+        await self.driver.run(partial(put_graph_tx, self._q, signature, workflow_name, version,
+                                      description), write=True)
+
+    async def get_graph(self, signature: str) -> bytes | None:
+        """The description kept for ``signature``, or None."""
+        return await self.driver.run(partial(get_graph_tx, self._q, signature), write=False)

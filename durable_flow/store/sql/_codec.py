@@ -23,7 +23,7 @@ import orjson
 from ...errors import CheckpointCorruptedError
 from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 from ...model._serde import as_bytes
-from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite
+from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite, WaitKind
 
 __all__ = [
     "checkpoint_from_row",
@@ -72,6 +72,7 @@ def _maybe_from_us(micros: int | None) -> datetime | None:
 # -- JSON metadata ----------------------------------------------------------------
 
 _SOURCES = frozenset(get_args(CheckpointSource))
+_KINDS = frozenset(get_args(WaitKind))
 
 
 def _dumps(value: object) -> str:
@@ -263,8 +264,15 @@ def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
         "thread": req.thread, "checkpoint_id": req.checkpoint_id, "node": req.node,
         "request_index": req.index, "payload": req.payload,
         "response_schema": req.response_schema, "created_at": to_us(req.created_at),
-        "answer": req.answer, "answered_at": _maybe_us(req.answered_at),
+        "answer": req.answer, "answered_at": _maybe_us(req.answered_at), "kind": req.kind,
+        "expires_at": _maybe_us(req.expires_at), "timed_out": req.timed_out,
     }
+
+
+def _kind(raw: str) -> WaitKind:
+    if raw not in _KINDS:
+        raise ValueError(f"unknown kind of wait {raw!r}")
+    return raw  # type: ignore[return-value]  # narrowed by the membership test
 
 
 def request_from_row(row: Mapping[str, Any]) -> RequestRow:
@@ -276,7 +284,8 @@ def request_from_row(row: Mapping[str, Any]) -> RequestRow:
             index=row["request_index"], payload=as_bytes(row["payload"]),
             response_schema=as_bytes(row["response_schema"]),
             created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
-            answered_at=_maybe_from_us(row["answered_at"]),
+            answered_at=_maybe_from_us(row["answered_at"]), kind=_kind(row["kind"]),
+            expires_at=_maybe_from_us(row["expires_at"]), timed_out=bool(row["timed_out"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
@@ -290,20 +299,21 @@ def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) 
     rebuilt through :func:`request_from_row` to name it.
     """
     at = {name: i for i, name in enumerate(columns)}
-    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered = (
+    rid, run, wf, thread, cp, node, idx, payload, schema, created, answer, answered, due = (
         at[n] for n in ("request_id", "run_id", "workflow_name", "thread", "checkpoint_id", "node",
                         "request_index", "payload", "response_schema", "created_at", "answer",
-                        "answered_at"))
+                        "answered_at", "expires_at"))
     rows = list(rows)
-    # the inbox holds open requests: answers are None; bytes are checked without a call
+    # the inbox holds open requests to people: answers are None, the kind is "request"
     if all(type(r[payload]) is bytes and type(r[schema]) is bytes and r[answer] is None
-           for r in rows):
+           and r[at["kind"]] == "request" for r in rows):
         try:
             return [RequestRow(
                 id=r[rid], run_id=r[run], workflow_name=r[wf], thread=r[thread],
                 checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
                 response_schema=r[schema], created_at=from_us(r[created]),
-                answer=None, answered_at=_maybe_from_us(r[answered])) for r in rows]
+                answer=None, answered_at=_maybe_from_us(r[answered]),
+                expires_at=_maybe_from_us(r[due])) for r in rows]
         except (ValueError, TypeError, OverflowError):
             pass  # rebuilt one by one below, so the damaged row is named
     return [request_from_row(dict(zip(columns, r, strict=True))) for r in rows]

@@ -38,9 +38,9 @@ __all__ = [
 ]
 
 #: The newest revision in ``migrations/versions`` (a test checks it against alembic).
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 #: Every revision this code ships; a database at any other is newer than this code.
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003"})
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
 #: Alembic's bookkeeping table.
 VERSION_TABLE = "alembic_version"
 #: The PostgreSQL advisory lock key that serializes migrations ("dfmigrat" in ASCII):

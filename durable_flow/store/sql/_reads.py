@@ -6,6 +6,7 @@ from ...errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
 )
+from ...model._clock import utcnow
 from .._protocols import (
     CheckpointMeta,
     InboxCursor,
@@ -88,7 +89,9 @@ def get_requests_tx(
 
 def pending_requests_tx(q: Queries, workflow_name: str | None, limit: int | None,
                         after: InboxCursor | None) -> Tx[list[RequestRow]]:
-    """Open requests of every run, oldest first; a page after ``after`` of ``limit`` rows.
+    """Open requests to people whose deadline is ahead, oldest first; a page of them.
+
+    A page holds at most ``limit`` rows ordered after the cursor ``after``.
 
     The inbox can hold tens of thousands of rows, so they are built from the
     raw tuples (no dict per row), and a page is a range of the open-requests
@@ -98,5 +101,6 @@ def pending_requests_tx(q: Queries, workflow_name: str | None, limit: int | None
     created, run_id, request_id = after if after is not None else (None, None, None)
     rows: list[Row] = yield Fetch(stmt, stmt.bind({
         "workflow_name": workflow_name, "limit": limit, "after_run": run_id,
-        "after_created": None if created is None else t.to_us(created), "after_id": request_id}))
+        "after_created": None if created is None else t.to_us(created), "after_id": request_id,
+        "now": t.to_us(utcnow())}))
     return t.requests_from_tuples(stmt.columns, rows)

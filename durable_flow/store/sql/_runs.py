@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ...errors import (
     RunExistsError,
     RunLockedError,
     RunNotFoundError,
     RunNotResumableError,
-    UnknownRequestError,
 )
 from ...model._clock import utcnow
 from ...model._records import RunStatus
@@ -22,6 +21,7 @@ from .._protocols import (
     RunRecord,
     StepRow,
     TaskWrite,
+    check_answerable,
     check_claimable,
     check_respondable,
     claimed_record,
@@ -36,6 +36,7 @@ from ._shared import (
     save_task_writes,
 )
 from ._tables import Queries
+from ._waits import due_runs_tx, settle_tx
 
 # -- transaction functions: runs and leases ------------------------------------------
 
@@ -94,10 +95,11 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
         raise RunNotFoundError(claim.run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
     check_claimable(run, claim, now)
-    answers = yield from _open_answers(q, claim.run_id, claim.answers)
-    status, error = run.status, run.error
-    if answers or status is not RunStatus.WAITING:
-        status, error = RunStatus.RUNNING, None
+    answers = yield from _open_answers(q, claim.run_id, claim.answers, now)
+    settled = yield from settle_tx(q, run.run_id, now)
+    status, error, wake = run.status, run.error, run.wake_at
+    if answers or settled or status is not RunStatus.WAITING:
+        status, error, wake = RunStatus.RUNNING, None, None
     if answers:
         yield from record_answers(q, run.run_id, answers, t.to_us(now))
     lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
@@ -106,25 +108,25 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
     if not (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
                                owner=lease.owner, epoch=lease.epoch,
                                expires=t.to_us(lease.expires_at), new_status=status.value,
-                               new_error=t.error_json(error), now=t.to_us(now))):
+                               new_error=t.error_json(error), now=t.to_us(now),
+                               new_wake=None if wake is None else t.to_us(wake))):
         raise RunLockedError(run.run_id, "another runtime", claim.ttl)
     return lease
 
 
-def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[dict[str, bytes]]:
-    """The answers to record: open requests only; identical repeats skipped."""
+def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes],
+                  now: datetime) -> Tx[dict[str, bytes]]:
+    """The answers to record: open requests within their deadline only; identical repeats skipped."""
     ids = list(answers)
     if not ids:
         return {}
-    found = yield from fetch_each(q.req_get_answer, [
-        {"run_id": run_id, "request_id": rid} for rid in ids])
+    found = yield from fetch_each(q.req_get, [{"run_id": run_id, "request_id": rid} for rid in ids])
     out: dict[str, bytes] = {}
     for rid, rows in zip(ids, found, strict=True):
-        answer = answers[rid]
-        if not rows or (rows[0][0] is not None and bytes(rows[0][0]) != answer):
-            raise UnknownRequestError(run_id, rid)
-        if rows[0][0] is None:
-            out[rid] = answer
+        row = t.request_from_row(dict(zip(q.req_get.columns, rows[0], strict=True))) \
+            if rows else None
+        if check_answerable(run_id, rid, row, answers[rid], now):
+            out[rid] = answers[rid]
     return out
 
 
@@ -137,6 +139,7 @@ def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[
         rows = yield from fetch(q.run_claimable, workflow_name=name, workflow_version=version,
                                 now=t.to_us(now), n=limit)
         candidates.extend(t.run_from_row(row) for row in rows)
+        candidates.extend((yield from due_runs_tx(q, name, version, now, limit)))
     candidates.sort(key=lambda r: (-r.priority, r.created_at, r.run_id))
     claimed: list[tuple[RunRecord, Lease]] = []
     for run in candidates[:limit]:
@@ -144,7 +147,8 @@ def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[
         if (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
                                owner=owner, epoch=lease.epoch, expires=t.to_us(lease.expires_at),
                                new_status=RunStatus.RUNNING.value, new_error=None,
-                               now=t.to_us(now))):
+                               now=t.to_us(now), new_wake=None)):
+            yield from settle_tx(q, run.run_id, now)
             claimed.append((claimed_record(run, lease, now), lease))
     return claimed
 
@@ -156,10 +160,11 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunR
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
     check_respondable(run, now)
-    new = yield from _open_answers(q, run_id, answers)
+    new = yield from _open_answers(q, run_id, answers, now)
     if new:
         yield from record_answers(q, run_id, new, t.to_us(now))
-    still_open = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
+    waits = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
+    still_open = [w for w in waits if w["kind"] == "request"]  # timers and events do not count
     if run.status is RunStatus.WAITING and not still_open:
         yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
                            now=t.to_us(now))

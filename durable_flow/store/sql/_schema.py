@@ -9,7 +9,7 @@ columns, and the statements over them, are in :mod:`._tables`.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, LargeBinary, MetaData, Text, text
+from sqlalchemy import BigInteger, Boolean, Index, LargeBinary, MetaData, Text, false, text
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -17,7 +17,9 @@ __all__ = [
     "METADATA",
     "ChannelValueTable",
     "CheckpointTable",
+    "GraphTable",
     "LogChunkTable",
+    "MailTable",
     "RequestTable",
     "RunTable",
     "StepTable",
@@ -41,6 +43,8 @@ class RunTable(_TableModel, table=True):
         Index("ix_runs_status", "status", "created_at", "run_id"),
         Index("ix_runs_claim", "workflow_name", "status", "priority", "created_at", "run_id"),
         Index("ix_runs_workflow", "workflow_name", "created_at", "run_id"),
+        # workers find waiting runs whose timer or deadline has come without a scan
+        Index("ix_runs_wake", "status", "wake_at"),
     )
 
     run_id: str = Field(primary_key=True)
@@ -170,3 +174,34 @@ class RequestTable(_TableModel, table=True):
     created_at: int = Field(sa_type=BigInteger)
     answer: bytes | None = Field(sa_type=LargeBinary)
     answered_at: int | None = Field(sa_type=BigInteger)
+    # added by migration 0003 (timers, event waits, deadlines), so they come last
+    kind: str = Field(default="request", sa_column_kwargs={"server_default": "request"})
+    expires_at: int | None = Field(default=None, sa_type=BigInteger)
+    timed_out: bool = Field(default=False, sa_type=Boolean,
+                            sa_column_kwargs={"server_default": false()})
+
+
+class MailTable(_TableModel, table=True):
+    """An event sent to a run, in the order sent; ``request_id`` is the wait that took it."""
+
+    __tablename__ = "mailbox"
+
+    run_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    name: str
+    payload: bytes = Field(sa_type=LargeBinary)
+    sent_at: int = Field(sa_type=BigInteger)
+    request_id: str | None = None
+    delivered_at: int | None = Field(default=None, sa_type=BigInteger)
+
+
+class GraphTable(_TableModel, table=True):
+    """The description (JSON) of a graph runs were started with, by its signature."""
+
+    __tablename__ = "graphs"
+
+    signature: str = Field(primary_key=True)
+    workflow_name: str
+    workflow_version: str
+    description: str = Field(sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)

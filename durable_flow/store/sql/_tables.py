@@ -156,6 +156,8 @@ class Queries:
     """Every statement of the store, compiled for one dialect."""
 
     def __init__(self, d: SqlDialect) -> None:
+        self.dialect = d
+
         def c(stmt: ClauseElement) -> Statement:
             if d.returning and isinstance(stmt, Insert | Update | Delete):
                 stmt = stmt.returning(literal_column("1"))
@@ -191,7 +193,7 @@ class Queries:
         self.lease_check = c(select(runs.c.run_id).where(*lease).with_for_update())
         self.run_cancel = c(update(runs).where(*_where(runs, "run_id")).values(
             status=RunStatus.CANCELLED.value, lease_owner=None, lease_expires_at=None,
-            lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now")))
+            lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now"), wake_at=None))
         self.run_touch = c(update(runs).where(*lease).values(updated_at=bindparam("now")))
         changes: dict[str, Any] = {
             "updated_at": bindparam("now"), "status": bindparam("new_status"),
@@ -218,7 +220,7 @@ class Queries:
             .order_by(runs.c.priority.desc(), runs.c.created_at, runs.c.run_id)
             .limit(bindparam("n")).with_for_update(skip_locked=True))
         self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
-            status=bindparam("new_status"), updated_at=bindparam("now")))
+            status=bindparam("new_status"), updated_at=bindparam("now"), wake_at=None))
         self.lease_release_requeue = c(update(runs).where(*lease).values(
             lease_owner=None, lease_expires_at=None, updated_at=bindparam("now"),
             status=case((runs.c.status == RunStatus.RUNNING.value, RunStatus.QUEUED.value),
@@ -230,7 +232,8 @@ class Queries:
             *_where(runs, "run_id"), runs.c.lease_epoch == bindparam("old_epoch")).values(
             lease_owner=bindparam("owner"), lease_epoch=bindparam("epoch"),
             lease_expires_at=bindparam("expires"), status=bindparam("new_status"),
-            error=bindparam("new_error"), updated_at=bindparam("now")))
+            error=bindparam("new_error"), updated_at=bindparam("now"),
+            wake_at=bindparam("new_wake")))
 
     def _checkpoints(self, c: Callable[[ClauseElement], Statement]) -> None:
         cps = CHECKPOINTS
@@ -293,8 +296,7 @@ class Queries:
             index_elements=list(reqs.primary_key)))
         self.req_answer = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=bindparam("new_answer"), answered_at=bindparam("now")))
-        self.req_get_answer = c(select(reqs.c.answer).where(
-            *_where(reqs, "run_id", "request_id")))
+        self.req_get = c(select(reqs).where(*_where(reqs, "run_id", "request_id")))
         self.req_reopen = c(update(reqs).where(*_where(reqs, "run_id", "request_id")).values(
             answer=None, answered_at=None))
         self.req_drop_open = c(delete(reqs).where(*_where(reqs, "run_id"), is_open))
@@ -302,7 +304,9 @@ class Queries:
             reqs.c.created_at, reqs.c.request_id)
         self.req_list = {k: c(s) for k, s in _variants(
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
-        inbox = select(reqs).where(is_open).order_by(
+        # the inbox: open requests to people whose deadline (if any) is ahead
+        inbox = select(reqs).where(is_open, reqs.c.kind == "request", reqs.c.expires_at.is_(None)
+                                   | (reqs.c.expires_at > bindparam("now"))).order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
         after = tuple_(reqs.c.created_at, reqs.c.run_id, reqs.c.request_id) > tuple_(
             bindparam("after_created", type_=BigInteger), bindparam("after_run", type_=String),

@@ -10,6 +10,7 @@ from ...errors import (
     CheckpointNotFoundError,
     LeaseLostError,
 )
+from ...model._clock import utcnow
 from ...model._records import RunStatus
 from .._protocols import (
     HEAD_MOVED,
@@ -31,6 +32,7 @@ from ._shared import (
     unknown_request,
 )
 from ._tables import Queries
+from ._waits import carry_tx, set_version_tx, waiting_tx
 
 # -- transaction functions: the superstep commit ---------------------------------------
 
@@ -59,6 +61,20 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         if meta.thread or commit.extends is None:
             yield from _check_thread_head(q, commit)
         yield from insert_checkpoint(q, commit.checkpoint)
+        if commit.carry is not None:
+            yield from carry_tx(q, run_id, commit.carry, meta.id)
+    yield from _after_run_update(q, commit)
+
+
+def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
+    """A migration's new version; a run left waiting gets its wake time or its events."""
+    upd, run_id = commit.run, commit.lease.run_id
+    if upd is None:
+        return
+    if upd.workflow_version is not None and upd.signature is not None:
+        yield from set_version_tx(q, run_id, upd.workflow_version, upd.signature)
+    if upd.status is RunStatus.WAITING:
+        yield from waiting_tx(q, run_id, utcnow())
 
 
 def _check_thread_head(q: Queries, commit: Commit) -> Tx[None]:

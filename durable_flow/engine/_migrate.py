@@ -1,0 +1,212 @@
+"""Moving a paused run onto another version of its workflow (``resume(..., migrate=True)``).
+
+:func:`plan_migration` reads the run's head and checks everything before
+anything is written: the new version declares a migration from the run's
+version, every next task and every recorded wait names a node the new
+version has (after the migration's renames), no sub-workflow is in flight,
+the finished tasks' saved writes fit the new blackboard, and the migration's
+values validate. :func:`commit_migration` then writes, under the run's lease
+and in one commit, a checkpoint with source ``"migrate"`` holding the new
+values (replacing the old ones, not through the reducers), moves what the
+superstep in progress recorded onto it (``Carry``), and records the run's new
+version and graph signature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CheckpointCorruptedError, InvalidInputError, WorkflowMismatchError
+from ..model._clock import utcnow
+from ..model._frozen import FrozenList
+from ..model._graph import Workflow
+from ..model._ids import new_checkpoint_id
+from ..model._messages import Message
+from ..model._records import RunStatus
+from ..model._serde import decode, encode
+from ..model._versions import Migration
+from ..store._protocols import (
+    Carry,
+    CheckpointMeta,
+    CheckpointWrite,
+    LoadedCheckpoint,
+    RunRecord,
+    RunUpdate,
+)
+from ._loop import RunContext
+from ._state import HISTORY_PREFIX, ThreadState, decode_raw, encode_field, input_values
+from ._task import TaskResult
+
+__all__ = ["MigrationPlan", "commit_migration", "plan_migration"]
+
+_WRITER = "<migrate>"
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """A migration checked and built, ready to commit as the run's new head."""
+
+    write: CheckpointWrite
+    state: ThreadState
+    carry: Carry
+
+
+def _mismatch(workflow: Workflow, record: RunRecord, difference: str,
+              hint: str | None = None) -> WorkflowMismatchError:
+    return WorkflowMismatchError(record.run_id, record.signature, workflow.signature,
+                                 run_version=record.workflow_version,
+                                 workflow_version=workflow.version, difference=difference,
+                                 hint=hint or "nothing was written")
+
+
+async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) -> MigrationPlan:
+    """Check and build the migration of ``record`` onto ``workflow``; writes nothing.
+
+    Raises ``WorkflowMismatchError`` (no migration from the run's version, a
+    node the new version lacks, a sub-workflow in flight, a finished task's
+    write the new blackboard rejects, an ``append`` field rewritten) or
+    ``InvalidInputError`` (the migration failed or its values do not fit).
+    """
+    migration = workflow.migrations.get(record.workflow_version)
+    if migration is None:
+        raise _mismatch(workflow, record,
+                        f"version {workflow.version!r} declares no migration from version "
+                        f"{record.workflow_version!r}",
+                        "declare one with builder.migrate(from_version, fn); nothing was written")
+    store, head = rc.store, record.head_checkpoint_id or ""
+    loaded = await store.load_checkpoint(record.run_id, head)
+    meta = loaded.meta
+    await _check_nodes(rc, workflow, record, migration, meta)
+    raw, histories = decode_raw(loaded)
+    values = _migrated_values(workflow, record, migration, raw)
+    write, state = _checkpoint(workflow, record, migration, loaded, raw, histories, values)
+    return MigrationPlan(write, state, Carry(meta.id, dict(migration.nodes)))
+
+
+async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
+                       migration: Migration, meta: CheckpointMeta) -> None:
+    """Every node the head still needs exists in the new version; nothing nested is in flight."""
+    store = rc.store
+    for node in meta.next_tasks:
+        if await store.thread_head(record.run_id, f"{meta.id}/{node}") is not None:
+            raise _mismatch(workflow, record,
+                            f"the sub-workflow node {node!r} is in flight",
+                            f"finish it on version {record.workflow_version!r} first; "
+                            "nothing was written")
+    rows = await store.get_requests(record.run_id, checkpoint_id=meta.id)
+    needed = {*meta.next_tasks, *(r.node for r in rows)}
+    missing = sorted(n for n in needed if migration.node(n) not in workflow.nodes)
+    if missing:
+        raise _mismatch(workflow, record,
+                        f"version {workflow.version!r} has no node "
+                        + ", ".join(repr(migration.node(n)) for n in missing)
+                        + " (needed by the run's next tasks or pending requests; "
+                        "map renamed nodes with migrate(..., nodes={old: new}))")
+    for write in await store.get_task_writes(record.run_id, meta.id):
+        renamed = dataclasses.replace(write, node=migration.node(write.node))
+        try:
+            TaskResult.from_write(renamed, workflow.schema)
+        except CheckpointCorruptedError as exc:
+            raise _mismatch(workflow, record,
+                            f"the finished task {write.node!r} wrote what version "
+                            f"{workflow.version!r} cannot take ({exc.reason})",
+                            f"finish the superstep on version {record.workflow_version!r} "
+                            "first; nothing was written") from None
+
+
+def _migrated_values(workflow: Workflow, record: RunRecord, migration: Migration,
+                     raw: dict[str, Any]) -> dict[str, Any]:
+    """The migration's values, validated into the new blackboard (typed, read-only)."""
+    try:
+        out = migration.fn(dict(raw))
+    except Exception as exc:
+        raise InvalidInputError(
+            f"the migration of run {record.run_id} from version {migration.from_version!r} "
+            f"failed: {type(exc).__name__}: {exc}; nothing was written") from exc
+    if not isinstance(out, Mapping):
+        raise InvalidInputError(f"a migration returns the new values as a dict, "
+                                f"got {type(out).__name__}; nothing was written")
+    try:
+        return input_values(workflow.schema, out)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"the migration's values do not fit {workflow.state.__name__} of version "
+            f"{workflow.version!r}: {exc}; nothing was written") from None
+
+
+def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
+                loaded: LoadedCheckpoint, raw: dict[str, Any],
+                histories: dict[str, list[Message]], values: dict[str, Any],
+                ) -> tuple[CheckpointWrite, ThreadState]:
+    """The ``migrate`` checkpoint: every value channel written, log channels extended."""
+    meta, seq = loaded.meta, loaded.meta.seq + 1
+    vals: dict[str, bytes] = {}
+    appends: dict[str, bytes] = {}
+    lengths: dict[str, int] = {}
+    for name, value in values.items():
+        spec = workflow.schema.fields.get(name)
+        if spec is None or not spec.is_log:
+            vals[name] = encode_field(_WRITER, name, value)
+            continue
+        items = list(value)
+        kept = len(raw[name]) if name in meta.log_lengths and isinstance(raw.get(name), list) \
+            else 0
+        if kept and _plain(items[:kept]) != _plain(raw[name]):
+            raise _mismatch(workflow, record,
+                            f"the migration rewrites the items of the append field {name!r}; "
+                            "it may keep them and add new ones")
+        if len(items) > kept:
+            appends[name] = encode_field(_WRITER, name, items[kept:])
+        lengths[name] = len(items)
+    moved = _histories(workflow, record, migration, meta, histories, appends, lengths)
+    routed_joins = {migration.node(t): tuple(migration.node(s) for s in sources)
+                    for t, sources in meta.joins.items()}
+    next_tasks = tuple(migration.node(n) for n in meta.next_tasks)
+    new = CheckpointMeta(
+        id=new_checkpoint_id(), run_id=record.run_id, thread="", namespace="", parent_id=meta.id,
+        seq=seq, superstep=meta.superstep + 1, created_at=utcnow(),
+        status=RunStatus.RUNNING if next_tasks else RunStatus.COMPLETED, source="migrate",
+        routing_reason=f"migrated from version {record.workflow_version} to {workflow.version}",
+        next_tasks=next_tasks, joins=routed_joins, value_versions=dict.fromkeys(vals, seq),
+        log_lengths=lengths,
+        size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+    state = ThreadState(meta=new, values=values, histories=moved, value_bytes=vals)
+    return CheckpointWrite(new, vals, appends), state
+
+
+def _histories(workflow: Workflow, record: RunRecord, migration: Migration,
+               meta: CheckpointMeta, histories: dict[str, list[Message]],
+               appends: dict[str, bytes], lengths: dict[str, int]) -> dict[str, list[Message]]:
+    """Node histories under the new node ids; a renamed node's history moves to a new channel."""
+    moved: dict[str, list[Message]] = {}
+    for node, messages in histories.items():
+        new = migration.node(node)
+        channel = HISTORY_PREFIX + new
+        if new != node:
+            if channel in meta.log_lengths or new in moved:
+                raise _mismatch(workflow, record,
+                                f"node {node!r} is renamed to {new!r}, which has a history "
+                                "of its own already")
+            appends[channel] = encode_field(new, "history", list(messages))
+        lengths[channel] = len(messages)
+        moved[new] = FrozenList(messages)
+    return moved
+
+
+def _plain(items: list[Any]) -> Any:
+    """Items as stored (JSON, tags read back), to compare typed and stored items."""
+    return decode(encode(items))
+
+
+async def commit_migration(rc: RunContext, workflow: Workflow, plan: MigrationPlan) -> None:
+    """Write the planned migration under ``rc``'s lease: the new head, the moves, the version."""
+    write = plan.write
+    await rc.commit(
+        checkpoint=write, extends=write.meta.parent_id, carry=plan.carry,
+        run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=write.meta.id,
+                      workflow_version=workflow.version, signature=workflow.signature))
+    rc.emit("checkpoint_saved", "", write.meta.superstep, checkpoint_id=write.meta.id,
+            nodes=[], size=write.meta.size)

@@ -1,0 +1,159 @@
+"""Durable time and events inside a node: ``ctx.sleep``, ``ctx.wait_event``, request deadlines.
+
+Each is a recorded wait of the task, stored like a request (a ``RequestRow``
+of kind ``timer`` or ``event``, keyed by base checkpoint, node and call
+index; the calls of one task share one index, so a node mixing them keeps a
+stable order). The first call records the wait and stops the task
+(``Interrupt``); the superstep is saved ``waiting`` and the store sets the
+run's ``wake_at`` to the earliest time any open wait ends. The store closes
+waits, never the node: a claim delivers kept events and closes the waits
+whose time has come, so when the task runs again each call finds its wait
+closed and returns (or raises) at once, and after a crash nothing waits
+twice and no event is delivered twice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from ..errors import (
+    DurableFlowError,
+    EventTimeoutError,
+    InvalidInputError,
+    InvalidResponseError,
+    LeaseLostError,
+    RequestTimeoutError,
+)
+from ..model._clock import utcnow
+from ..model._serde import encode
+from ..store._protocols import RequestRow, WaitKind
+from ._context import NO_DEFAULT, Interrupt
+
+if TYPE_CHECKING:
+    from ._context import NodeContext
+
+__all__ = ["recorded", "seconds", "sleep", "sleep_until", "timed_out_request", "wait_event",
+           "with_deadline"]
+
+
+def _own(exc: DurableFlowError) -> DurableFlowError:
+    exc.raised_by_runtime = True  # retrying the node could not change a recorded outcome
+    return exc
+
+
+def seconds(name: str, value: float | timedelta) -> float:
+    """A duration given to ``ctx`` in seconds (a number or a ``timedelta``)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise _own(InvalidInputError(f"{name} must be seconds (a number) or a timedelta, "
+                                     f"got {value!r}"))
+    return float(value)
+
+
+def _after(start: datetime, name: str, duration: float | timedelta) -> datetime:
+    """``start`` plus a duration; a negative one counts as zero."""
+    try:
+        return start + timedelta(seconds=max(seconds(name, duration), 0.0))
+    except OverflowError:
+        raise _own(InvalidInputError(f"{name} is too long: {duration!r}")) from None
+
+
+def _next_index(ctx: NodeContext) -> int:
+    index = ctx._request_index
+    ctx._request_index += 1
+    return index
+
+
+def recorded(ctx: NodeContext, index: int, kind: WaitKind, call: str) -> RequestRow | None:
+    """The wait this call recorded before, if any; another kind means the code changed."""
+    row = ctx._io.answered.get(index)
+    if row is not None and row.kind != kind:
+        raise _own(InvalidInputError(
+            f"node {ctx.node!r} called {call} where it recorded a {row.kind} ({row.id!r}) "
+            "before; a node's requests, sleeps and event waits must come in the same order"))
+    return row
+
+
+def _row(ctx: NodeContext, index: int, kind: WaitKind, payload: bytes, schema: bytes,
+         expires_at: datetime | None) -> RequestRow:
+    io = ctx._io
+    rid = f"{io.request_prefix}{ctx.node.rsplit('.', 1)[-1]}@{ctx.superstep}#{index}"
+    return RequestRow(
+        id=rid, run_id=ctx.run_id, workflow_name=io.run.workflow_name, thread=io.thread,
+        checkpoint_id=io.checkpoint_id, node=ctx.node, index=index, payload=payload,
+        response_schema=schema, created_at=utcnow(), kind=kind, expires_at=expires_at)
+
+
+async def sleep(ctx: NodeContext, duration: float | timedelta) -> None:
+    """``ctx.sleep``: stop the task for ``duration``; zero or less returns at once."""
+    when = _after(utcnow(), "sleep", duration)
+    await sleep_until(ctx, when)
+
+
+async def sleep_until(ctx: NodeContext, when: datetime) -> None:
+    """``ctx.sleep_until``: stop the task until ``when`` (a recorded timer); at once if past."""
+    if not isinstance(when, datetime):
+        raise _own(InvalidInputError(f"sleep_until needs a datetime, got {when!r}"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # naive times are UTC, like every stored time
+    index = _next_index(ctx)
+    row = recorded(ctx, index, "timer", "ctx.sleep")
+    if row is not None:
+        if row.answer is not None:
+            return  # the timer fired
+        raise Interrupt([])  # its time came after this run was claimed: the next claim fires it
+    if when <= utcnow():
+        return
+    raise Interrupt([_row(ctx, index, "timer", encode({"until": when}), b"{}", when)])
+
+
+async def wait_event(ctx: NodeContext, name: str, response_type: Any,
+                     timeout: float | timedelta | None) -> Any:
+    """``ctx.wait_event``: the next event ``name`` sent to the run, validated into the type."""
+    if not isinstance(name, str) or not name:
+        raise _own(InvalidInputError(f"an event name is a non-empty string, got {name!r}"))
+    adapter: TypeAdapter[Any] = TypeAdapter(response_type)
+    index = _next_index(ctx)
+    row = recorded(ctx, index, "event", "ctx.wait_event")
+    if row is None:
+        due = None if timeout is None else _after(utcnow(), "timeout", timeout)
+        row = _row(ctx, index, "event", encode(name), orjson.dumps(adapter.json_schema()), due)
+        rc = ctx._io.run
+        try:
+            row = await rc.store.wait_event(rc.lease, row)  # a kept event is taken at once
+        except LeaseLostError as exc:
+            rc.fence.lose(exc)
+            raise
+        except DurableFlowError as exc:
+            raise _own(exc) from None
+    if row.timed_out:
+        raise _own(EventTimeoutError(ctx.node, name, row.expires_at))
+    if row.answer is None:
+        raise Interrupt([])
+    payload = ctx._decode_recorded(row.answer, row.checkpoint_id, f"the event {name!r}")
+    try:
+        return adapter.validate_python(payload)
+    except ValidationError as exc:
+        raise _own(InvalidResponseError(row.id, f"event {name!r}: {exc}")) from None
+
+
+def with_deadline(row: RequestRow, timeout: float | timedelta | None) -> RequestRow:
+    """A new request with its deadline (``ctx.request(..., timeout=...)``)."""
+    if timeout is None:
+        return row
+    return replace(row, expires_at=_after(row.created_at, "timeout", timeout))
+
+
+def timed_out_request(ctx: NodeContext, row: RequestRow, default: Any) -> Any:
+    """What ``ctx.request`` gives once its deadline closed the request."""
+    if default is not NO_DEFAULT:
+        return default
+    raise _own(RequestTimeoutError(ctx.node, row.id, row.expires_at))
+

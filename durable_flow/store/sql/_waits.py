@@ -1,0 +1,271 @@
+"""Time and events on SQL: due runs, the mailbox, closing waits, migrations' moves, graphs.
+
+The statements (:class:`WaitQueries`) are compiled once per dialect, like
+:class:`~durable_flow.store.sql._tables.Queries`; the transaction functions
+below are pieces the run and commit transactions call, plus the mailbox's
+and the graphs' own transactions. Every rule about which event goes to
+which wait is :func:`~durable_flow.store._rows.match_mail`, shared with the
+memory store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Insert, Table, Update, bindparam, func, literal_column, select, update
+from sqlalchemy.sql.expression import ClauseElement
+
+from ...errors import RunNotFoundError, RunNotResumableError
+from ...model._clock import utcnow
+from ...model._records import RunStatus
+from ...model._serde import as_bytes, decode
+from .._protocols import Carry, Lease, MailRow, RequestRow, RunRecord, match_mail
+from . import _tables as t
+from ._ops import Tx, execute, fetch
+from ._schema import METADATA
+from ._shared import check_lease
+from ._tables import Queries, SqlDialect, Statement, compile_statement
+
+__all__ = [
+    "WaitQueries", "carry_tx", "deliver_tx", "due_runs_tx", "get_graph_tx", "get_mail_tx",
+    "put_graph_tx", "send_event_tx", "set_version_tx", "settle_tx", "wait_event_tx",
+    "waiting_tx",
+]
+
+MAILBOX: Table = METADATA.tables["mailbox"]
+GRAPHS: Table = METADATA.tables["graphs"]
+#: The answer a wait closed by its time holds (with ``timed_out`` set).
+CLOSED = b"null"
+
+
+def _where(table: Table, *names: str) -> list[Any]:
+    return [table.c[name] == bindparam(name) for name in names]
+
+
+class WaitQueries:
+    """The statements of timers, event waits, the mailbox, migrations and graphs."""
+
+    def __init__(self, d: SqlDialect) -> None:
+        def c(stmt: ClauseElement) -> Statement:
+            if d.returning and isinstance(stmt, Insert | Update):
+                stmt = stmt.returning(literal_column("1"))  # a row per changed row (asyncpg)
+            return compile_statement(stmt, d.dialect)
+
+        self._runs(c)
+        self._waits(c)
+        self._mail(d, c)
+        self._moves(c)
+
+    def _runs(self, c: Callable[[ClauseElement], Statement]) -> None:
+        runs = t.RUNS
+        # due runs of one workflow version, through ix_runs_wake (status, wake_at)
+        self.run_due = c(select(runs).where(
+            runs.c.status == RunStatus.WAITING.value, runs.c.wake_at <= bindparam("now"),
+            *_where(runs, "workflow_name", "workflow_version"))
+            .order_by(runs.c.wake_at).limit(bindparam("n")).with_for_update(skip_locked=True))
+        self.run_set_wake = c(update(runs).where(*_where(runs, "run_id")).values(
+            wake_at=bindparam("wake")))
+        self.run_set_version = c(update(runs).where(*_where(runs, "run_id")).values(
+            workflow_version=bindparam("version"), signature=bindparam("signature")))
+
+    def _waits(self, c: Callable[[ClauseElement], Statement]) -> None:
+        reqs = t.REQUESTS
+        is_open = reqs.c.answer.is_(None)
+        self.open_event_waits = c(select(reqs).where(
+            *_where(reqs, "run_id"), is_open, reqs.c.kind == "event")
+            .order_by(reqs.c.created_at, reqs.c.request_id))
+        self.deliver = c(update(reqs).where(*_where(reqs, "run_id", "request_id"), is_open)
+                         .values(answer=bindparam("payload"), answered_at=bindparam("now")))
+        self.close_due = c(update(reqs).where(
+            *_where(reqs, "run_id"), is_open, reqs.c.expires_at <= bindparam("now"))
+            .values(answer=bindparam("closed"), answered_at=bindparam("now"), timed_out=True))
+        self.next_due = c(select(func.min(reqs.c.expires_at).label("due")).where(
+            *_where(reqs, "run_id"), is_open))
+
+    def _mail(self, d: SqlDialect, c: Callable[[ClauseElement], Statement]) -> None:
+        mail, graphs = MAILBOX, GRAPHS
+        self.mail_insert = c(mail.insert().values({col.name: bindparam(col.name)
+                                                   for col in mail.c}))
+        self.mail_last = c(select(func.coalesce(func.max(mail.c.seq), 0).label("seq"))
+                           .where(*_where(mail, "run_id")))
+        self.mail_kept = c(select(mail).where(*_where(mail, "run_id"),
+                                              mail.c.request_id.is_(None))
+                           .order_by(mail.c.seq))
+        self.mail_all = c(select(mail).where(*_where(mail, "run_id")).order_by(mail.c.seq))
+        self.mail_take = c(update(mail).where(*_where(mail, "run_id", "seq")).values(
+            request_id=bindparam("request_id"), delivered_at=bindparam("now")))
+        self.graph_insert = c(d.insert(graphs).values(
+            {col.name: bindparam(col.name) for col in graphs.c}).on_conflict_do_nothing(
+            index_elements=list(graphs.primary_key)))
+        self.graph_get = c(select(graphs.c.description).where(*_where(graphs, "signature")))
+
+    def _moves(self, c: Callable[[ClauseElement], Statement]) -> None:
+        # a migration moves what the superstep in progress recorded onto its checkpoint;
+        # the targets are a new checkpoint, so a renamed node never meets a key in use
+        moved: dict[str, Any] = {"checkpoint_id": bindparam("new_checkpoint"),
+                                 "node": bindparam("new_node")}
+
+        def nodes(table: Table) -> Statement:
+            return c(select(table.c.node).distinct().where(
+                *_where(table, "run_id", "checkpoint_id")))
+
+        def move(table: Table) -> Statement:
+            return c(update(table).where(*_where(table, "run_id", "checkpoint_id", "node"))
+                     .values(moved))
+
+        self.req_nodes, self.req_move = nodes(t.REQUESTS), move(t.REQUESTS)
+        self.tw_nodes, self.tw_move = nodes(t.TASK_WRITES), move(t.TASK_WRITES)
+        self.step_nodes, self.step_move = nodes(t.STEPS), move(t.STEPS)
+
+
+@cache
+def _compiled(dialect: SqlDialect) -> WaitQueries:
+    return WaitQueries(dialect)
+
+
+def waits_of(q: Queries) -> WaitQueries:
+    """The wait statements of the dialect ``q`` was compiled for."""
+    return _compiled(q.dialect)
+
+
+def mail_from_row(row: Mapping[str, Any]) -> MailRow:
+    """Rebuild a :class:`MailRow`."""
+    return MailRow(run_id=row["run_id"], seq=row["seq"], name=row["name"],
+                   payload=as_bytes(row["payload"]), sent_at=t.from_us(row["sent_at"]),
+                   request_id=row["request_id"],
+                   delivered_at=None if row["delivered_at"] is None
+                   else t.from_us(row["delivered_at"]))
+
+
+# -- pieces of the run and commit transactions ---------------------------------------------
+
+
+def deliver_tx(q: Queries, run_id: str, now: datetime, *, only: str | None = None) -> Tx[int]:
+    """Deliver kept events to open event waits (only to wait ``only`` when given); how many."""
+    w = waits_of(q)
+    kept = [mail_from_row(r) for r in (yield from fetch(w.mail_kept, run_id=run_id))]
+    if not kept:
+        return 0
+    waits = [t.request_from_row(r)
+             for r in (yield from fetch(w.open_event_waits, run_id=run_id))]
+    if only is not None:
+        waits = [r for r in waits if r.id == only]
+    pairs = match_mail(waits, kept, _names(waits))
+    at = t.to_us(now)
+    for event, wait in pairs:
+        yield from execute(w.deliver, run_id=run_id, request_id=wait.id, payload=event.payload,
+                           now=at)
+        yield from execute(w.mail_take, run_id=run_id, seq=event.seq, request_id=wait.id,
+                           now=at)
+    return len(pairs)
+
+
+def _names(waits: list[RequestRow]) -> dict[str, str]:
+    """The event name each wait waits for (stored as its payload)."""
+    names: dict[str, str] = {}
+    for wait in waits:
+        try:
+            name = decode(wait.payload)
+        except (ValueError, TypeError):
+            continue  # a damaged wait takes nothing; reading it fails its run
+        if isinstance(name, str):
+            names[wait.id] = name
+    return names
+
+
+def settle_tx(q: Queries, run_id: str, now: datetime) -> Tx[bool]:
+    """A claim's first step: deliver kept events, close due waits; True if a wait closed."""
+    delivered = yield from deliver_tx(q, run_id, now)
+    closed = yield from execute(waits_of(q).close_due, run_id=run_id, now=t.to_us(now),
+                                closed=CLOSED)
+    return bool(delivered or closed)
+
+
+def waiting_tx(q: Queries, run_id: str, now: datetime) -> Tx[None]:
+    """After a commit left the run waiting: queue it if an event came, else set its wake time."""
+    w = waits_of(q)
+    if (yield from deliver_tx(q, run_id, now)):
+        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+                           now=t.to_us(now))
+        return
+    rows = yield from fetch(w.next_due, run_id=run_id)
+    yield from execute(w.run_set_wake, run_id=run_id, wake=rows[0]["due"] if rows else None)
+
+
+def due_runs_tx(q: Queries, name: str, version: str, now: datetime, n: int) -> Tx[list[RunRecord]]:
+    """Up to ``n`` waiting runs of one workflow version whose wake time has come."""
+    rows = yield from fetch(waits_of(q).run_due, workflow_name=name, workflow_version=version,
+                            now=t.to_us(now), n=n)
+    return [t.run_from_row(row) for row in rows]
+
+
+def carry_tx(q: Queries, run_id: str, carry: Carry, checkpoint_id: str) -> Tx[None]:
+    """Move the rows recorded at ``carry.source`` onto ``checkpoint_id``, renaming nodes."""
+    w = waits_of(q)
+    key = {"run_id": run_id, "checkpoint_id": carry.source}
+    for nodes, move in ((w.req_nodes, w.req_move), (w.tw_nodes, w.tw_move),
+                        (w.step_nodes, w.step_move)):
+        for row in (yield from fetch(nodes, **key)):
+            old = row["node"]
+            yield from execute(move, **key, node=old, new_checkpoint=checkpoint_id,
+                               new_node=carry.nodes.get(old, old))
+
+
+def set_version_tx(q: Queries, run_id: str, version: str, signature: str) -> Tx[None]:
+    """Record that the run now runs on another version of its workflow."""
+    yield from execute(waits_of(q).run_set_version, run_id=run_id, version=version,
+                       signature=signature)
+
+
+# -- the mailbox and the graphs -------------------------------------------------------------
+
+
+def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunRecord]:
+    """Keep an event; deliver it at once when no execution holds the run (see ``Mailbox``)."""
+    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    if not rows:
+        raise RunNotFoundError(run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    if run.status.is_final:
+        raise RunNotResumableError(run_id, run.status.value)
+    w = waits_of(q)
+    seq = (yield from fetch(w.mail_last, run_id=run_id))[0]["seq"] + 1
+    yield from execute(w.mail_insert, run_id=run_id, seq=seq, name=name, payload=payload,
+                       sent_at=t.to_us(now), request_id=None, delivered_at=None)
+    held = run.lease_expires_at is not None and run.lease_expires_at > now
+    if not held and (yield from deliver_tx(q, run_id, now)) \
+            and run.status is RunStatus.WAITING:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+                           now=t.to_us(now))
+    return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
+
+
+def wait_event_tx(q: Queries, lease: Lease, wait: RequestRow) -> Tx[RequestRow]:
+    """Record an event wait under the lease and deliver it a kept event if there is one."""
+    yield from check_lease(q, lease)
+    yield from execute(q.req_insert, **t.request_params(wait, lease.run_id))
+    yield from deliver_tx(q, lease.run_id, utcnow(), only=wait.id)
+    rows = yield from fetch(q.req_get, run_id=lease.run_id, request_id=wait.id)
+    return t.request_from_row(rows[0])
+
+
+def get_mail_tx(q: Queries, run_id: str) -> Tx[list[MailRow]]:
+    """A run's events in the order sent."""
+    return [mail_from_row(r) for r in (yield from fetch(waits_of(q).mail_all, run_id=run_id))]
+
+
+def put_graph_tx(q: Queries, signature: str, workflow_name: str, version: str,
+                 description: bytes) -> Tx[None]:
+    """Keep a graph's description unless its signature is kept already."""
+    yield from execute(waits_of(q).graph_insert, signature=signature,
+                       workflow_name=workflow_name, workflow_version=version,
+                       description=description.decode(), created_at=t.to_us(utcnow()))
+
+
+def get_graph_tx(q: Queries, signature: str) -> Tx[bytes | None]:
+    """The description kept for a signature, or None."""
+    rows = yield from fetch(waits_of(q).graph_get, signature=signature)
+    return str(rows[0]["description"]).encode() if rows else None
