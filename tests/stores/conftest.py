@@ -57,3 +57,15 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
+    """A PostgresStore on the session's database, emptied first (the PostgreSQL-only tests)."""
+    store = PostgresStore(pg_dsn, max_size=4)
+    await store.setup()
+    await truncate_all(pg_dsn)
+    try:
+        yield store
+    finally:
+        await store.close()

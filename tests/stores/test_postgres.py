@@ -6,7 +6,7 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -30,17 +30,6 @@ from .builders import make_run, start_run, state_of
 from .pgdb import run_async, truncate_all
 
 Q = queries_for(POSTGRES)
-
-
-@pytest.fixture
-async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(pg_dsn, max_size=4)
-    await store.setup()
-    await truncate_all(pg_dsn)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:

@@ -29,21 +29,9 @@ from durable_flow.store.sql._base import Fetch, Op, Tx, create_run_tx
 from durable_flow.store.sql._tables import compile_statement, queries_for
 
 from .builders import make_run, start_run, step, task_write
-from .pgdb import truncate_all
 
 Q = queries_for(POSTGRES)
 BACKEND_PID = compile_statement(select(func.pg_backend_pid()), POSTGRES.dialect)
-
-
-@pytest.fixture
-async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(pg_dsn, max_size=2)
-    await store.setup()
-    await truncate_all(pg_dsn)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def _terminate(dsn: str, pid: int) -> None:

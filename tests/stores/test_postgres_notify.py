@@ -15,18 +15,6 @@ from durable_flow.store._postgres import PostgresStore
 from durable_flow.store.sql._base import RUNS_CHANNEL
 
 from .builders import make_run, request, start_run
-from .pgdb import truncate_all
-
-
-@pytest.fixture
-async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(pg_dsn, max_size=4)
-    await store.setup()
-    await truncate_all(pg_dsn)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 @pytest.fixture
