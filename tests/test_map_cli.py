@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
-from typer.testing import CliRunner, Result
-
-from durable_flow.cli import app
+from clikit import cli, project_db
 
 MODULE = "mapflows"
 
@@ -43,20 +39,8 @@ FLOWS = textwrap.dedent('''
 
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / f"{MODULE}.py").write_text(FLOWS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.delenv("DURABLE_FLOW_DB", raising=False)
-    sys.modules.pop(MODULE, None)
-    yield tmp_path / "runs.db"
-    sys.modules.pop(MODULE, None)
-    structlog.reset_defaults()
+    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS)
 
-
-def cli(db: Path, *args: str) -> Result:
-    result = CliRunner().invoke(app, ["--db", str(db), *args])
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def started(db: Path) -> str:
