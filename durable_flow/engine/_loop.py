@@ -29,7 +29,7 @@ from ..errors import (
     SuperstepLimitError,
 )
 from ..model._clock import utcnow
-from ..model._frozen import freeze, freeze_appended
+from ..model._frozen import LogBuffer, freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
@@ -421,6 +421,27 @@ class ThreadRunner:
         writes.sort(key=lambda r: task_key(r.node))
         values = dict(st.values)
         histories = dict(st.histories)
+        grown = _Growth()
+        try:
+            changed, appended = self._reduce(writes, values, histories, grown)
+            snapshot = self.schema.build(values)
+            routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
+                                               for r in writes], st.meta.joins)
+            return await self.commit_state(st, step, values, histories, changed, appended,
+                                           routed, tuple(r.node for r in writes))
+        except BaseException:
+            grown.undo()  # the old head's logs are as they were: nothing was committed
+            raise
+
+    def _reduce(
+        self, writes: list[TaskResult], values: dict[str, Any],
+        histories: dict[str, list[Message]], grown: _Growth,
+    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]:
+        """Apply the writes in task order through the reducers, into ``values``/``histories``.
+
+        Appends grow the thread's log buffers in place (O(items appended));
+        ``grown`` remembers their lengths before, to undo them.
+        """
         lww: dict[str, str] = {}
         changed: dict[str, bytes | None] = {}
         appended: dict[str, list[bytes]] = {}
@@ -434,20 +455,16 @@ class ThreadRunner:
                     values[name] = freeze(value)
                     changed[name] = r.encoded[name]
                 elif spec.is_log:
-                    values[name] = freeze_appended(values.get(name, ()), value)
+                    values[name] = grown.append(values.get(name, ()), value)
                     appended.setdefault(name, []).append(r.encoded[name])
                 else:
                     values[name] = freeze(self.schema.reduce(r.node, name, values.get(name), value))
                     changed[name] = None
             if r.history:
-                histories[r.node] = freeze_appended(histories.get(r.node, ()), r.history)
+                histories[r.node] = grown.append(histories.get(r.node, ()), r.history)
                 appended.setdefault(history_channel(r.node), []).append(
                     r.history_bytes or b"[]")
-        snapshot = self.schema.build(values)
-        routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
-                                           for r in writes], st.meta.joins)
-        return await self.commit_state(st, step, values, histories, changed, appended, routed,
-                                       tuple(r.node for r in writes))
+        return changed, appended
 
     async def commit_state(
         self, st: ThreadState, step: int, values: dict[str, Any],
@@ -526,6 +543,27 @@ class ThreadRunner:
             task_writes=[self._task_write(st, r) for r in unsaved],
             requests=requests or [], reopen=reopen or [], run=run)
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
+
+
+class _Growth:
+    """The log buffers one merge grew, with their lengths before it."""
+
+    __slots__ = ("_before",)
+
+    def __init__(self) -> None:
+        self._before: dict[int, tuple[LogBuffer, int]] = {}
+
+    def append(self, current: Sequence[Any], items: Sequence[Any]) -> LogBuffer:
+        """``current`` grown by ``items``: in place when it is already a buffer."""
+        buf = current if type(current) is LogBuffer else LogBuffer.of(current)
+        self._before.setdefault(id(buf), (buf, len(buf)))
+        buf.grow(items)
+        return buf
+
+    def undo(self) -> None:
+        """Shrink every buffer grown back to its length before the merge."""
+        for buf, length in self._before.values():
+            buf.shrink(length)
 
 
 def _traceback(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from ..errors import LeaseLostError, StateUpdateError
+from ..model._frozen import freeze
 from ..model._graph import Command, NodeSpec
 from ..model._messages import Message
 from ..model._send import Send
@@ -181,7 +182,10 @@ def normalize(
         raise StateUpdateError(ctx.node, "<return value>",
                                f"a node returns a dict, a Command or None, not {type(out).__name__}")
     goto, sends, send_bytes = split_goto(ctx.node, spec, targets)
-    validated = {str(f): schema.validate_update(ctx.node, str(f), v) for f, v in update.items()}
+    # frozen now, while the snapshot's logs are as the task saw them: a log it
+    # wrote elsewhere is copied before the barrier grows it
+    validated = {str(f): freeze(schema.validate_update(ctx.node, str(f), v))
+                 for f, v in update.items()}
     encoded = {f: encode_field(ctx.node, f, v) for f, v in validated.items()}
     history = list(ctx.remembered)
     if "messages" in validated:

@@ -31,12 +31,12 @@ from decimal import Decimal
 from enum import Enum
 from functools import cache
 from pathlib import PurePath
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["FrozenDict", "FrozenList", "FrozenSet", "freeze", "freeze_appended"]
+__all__ = ["FrozenDict", "FrozenList", "FrozenSet", "LogBuffer", "freeze", "freeze_appended"]
 
 _HINT = "; return a new value (a node's update) instead of changing it in place"
 
@@ -60,7 +60,7 @@ class FrozenList(list[Any]):
         pass  # filled by __new__; calling __init__ again must not refill it
 
     @classmethod
-    def _wrap(cls, frozen_items: Iterable[Any]) -> FrozenList:
+    def _wrap(cls, frozen_items: Iterable[Any]) -> Self:
         out = list.__new__(cls)
         list.extend(out, frozen_items)
         return out
@@ -78,6 +78,42 @@ class FrozenList(list[Any]):
     append = extend = insert = remove = pop = clear = sort = reverse = _refused
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused
     del _refused
+
+
+class LogBuffer(FrozenList):
+    """The engine's append-only buffer of one ``append`` field or node history.
+
+    Read-only to everyone else, like a :class:`FrozenList`, but the engine
+    grows it in place at each superstep's barrier (:meth:`grow`), so merging
+    an append costs O(items appended) however long the log is, and every
+    superstep's snapshot shares the one buffer instead of copying it. A
+    snapshot is a view of the log as its superstep began only while that
+    superstep runs: keep ``list(state.field)`` to hold on to it longer.
+
+    :func:`freeze` never keeps a buffer inside another value: a buffer
+    written to another field (or nested in one) is copied into a
+    :class:`FrozenList`, so no other value changes when the log grows.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, current: Iterable[Any]) -> LogBuffer:
+        """A buffer holding ``current`` (copied once; a frozen list's items are not walked)."""
+        if type(current) is FrozenList:
+            return cls._wrap(current)
+        return cls._wrap(FrozenList(current))
+
+    def grow(self, items: Iterable[Any]) -> None:
+        """Append ``items`` (frozen on the way in): the engine's merge, nobody else's."""
+        list.extend(self, [freeze(v) for v in items])
+
+    def shrink(self, length: int) -> None:
+        """Drop every item from ``length`` on: undoes a merge that was not committed."""
+        list.__delitem__(self, slice(length, None))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
 
 
 class FrozenDict(dict[Any, Any]):
@@ -184,6 +220,8 @@ def freeze_appended(current: Iterable[Any], items: Iterable[Any]) -> FrozenList:
 
 def _freeze_slow(value: Any) -> Any:
     """Freeze a value that may hold mutable parts (the one deep walk)."""
+    if type(value) is LogBuffer:  # a log written elsewhere: a copy that will not grow
+        return FrozenList._wrap(value)
     if isinstance(value, list):
         return FrozenList._wrap([v if type(v) in _DONE else _freeze_slow(v) for v in value])
     if isinstance(value, dict):

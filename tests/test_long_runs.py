@@ -1,0 +1,177 @@
+"""Long runs stay cheap: appends grow shared buffers, never copies of the whole log.
+
+The speed itself is measured by ``bench/longrun.py``; these tests pin the
+shape: what one merge of a long run copies, and that growing logs in place
+changes nothing that anyone else sees.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Annotated, Any
+
+import pytest
+
+from durable_flow import (
+    Blackboard,
+    MemoryStore,
+    Message,
+    RunStatus,
+    Runtime,
+    WorkflowBuilder,
+    add,
+    append,
+)
+from durable_flow.engine._loop import RunContext, ThreadRunner, _Growth
+from durable_flow.engine._state import ThreadState, input_values
+from durable_flow.engine._task import TaskResult
+from durable_flow.model._clock import utcnow
+from durable_flow.model._frozen import FrozenList, LogBuffer
+from durable_flow.model._records import RunStatus as Status
+from durable_flow.store._protocols import CheckpointMeta, Lease
+
+LONG = 10_000
+
+
+class Notes(Blackboard):
+    notes: Annotated[list[str], append] = []
+    count: Annotated[int, add] = 0
+    kept: Any = None
+    other: list[str] = []
+
+
+def _loop(n: int, **extra: Any) -> Any:
+    b = WorkflowBuilder("notes_loop", state=Notes)
+
+    @b.node()
+    async def step(state: Notes, ctx: Any) -> dict[str, Any]:
+        return {"notes": [f"n{state.count}"], "count": 1,
+                "messages": [Message(role="assistant", content=f"m{state.count}")]}
+
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < n)
+    return b.build()
+
+
+def _state(workflow: Any, notes: list[str]) -> ThreadState:
+    meta = CheckpointMeta(id="c0", run_id="r", thread="", namespace="", parent_id=None, seq=0,
+                          superstep=0, created_at=utcnow(), status=Status.RUNNING,
+                          source="input", next_tasks=("step",))
+    values = input_values(workflow.schema, {"notes": notes})
+    history = [Message(role="assistant", content=n) for n in notes]
+    return ThreadState(meta=meta, values=values, histories={"step": FrozenList(history)})
+
+
+def _runner(workflow: Any) -> ThreadRunner:
+    lease = Lease(run_id="r", owner="t", epoch=1, expires_at=utcnow())
+    return ThreadRunner(RunContext(MemoryStore(), lease, workflow.name, None), workflow)
+
+
+def _write(text: str) -> TaskResult:
+    msg = Message(role="assistant", content=text)
+    return TaskResult(node="step", kind="done", update={"notes": [text]},
+                      encoded={"notes": b'["%s"]' % text.encode()}, history=[msg])
+
+
+def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None:
+    workflow = _loop(1)
+    runner = _runner(workflow)
+    st = _state(workflow, [f"note {i}" for i in range(LONG)])
+    values, histories = dict(st.values), dict(st.histories)
+    runner._reduce([_write("first")], values, histories, _Growth())  # the one copy, at load
+    notes, history = values["notes"], histories["step"]
+    assert type(notes) is LogBuffer and type(history) is LogBuffer
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        runner._reduce([_write("second")], values, histories, _Growth())
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    # the same buffers, grown by exactly the appended items: nothing of the
+    # 10,000 items before was copied (a copy of their pointers alone is 80 kB)
+    assert values["notes"] is notes and histories["step"] is history
+    assert len(notes) == LONG + 2 and notes[-2:] == ["first", "second"]
+    assert len(history) == LONG + 2 and history[-1].content == "second"
+    assert peak < 8 * LONG // 4, f"a merge allocated {peak} bytes"
+
+
+def test_an_undone_merge_leaves_the_logs_as_they_were() -> None:
+    workflow = _loop(1)
+    runner = _runner(workflow)
+    st = _state(workflow, ["a", "b"])
+    values, histories = dict(st.values), dict(st.histories)
+    runner._reduce([_write("c")], values, histories, _Growth())
+    grown = _Growth()
+    runner._reduce([_write("d"), _write("e")], values, histories, grown)
+    assert values["notes"] == ["a", "b", "c", "d", "e"]
+    grown.undo()
+    assert values["notes"] == ["a", "b", "c"]
+    assert [m.content for m in histories["step"]] == ["a", "b", "c"]
+
+
+async def test_a_long_loop_shares_one_buffer_and_ends_exactly_as_stored() -> None:
+    seen: list[tuple[int, int]] = []
+    b = WorkflowBuilder("shared", state=Notes)
+
+    @b.node()
+    async def step(state: Notes, ctx: Any) -> dict[str, Any]:
+        seen.append((id(state.notes), len(state.notes)))
+        return {"notes": [f"n{state.count}"], "count": 1}
+
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < 50)
+    workflow = b.build()
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(workflow, {"notes": ["start"]})
+        stored = await rt.get_state(result.run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert [n for _, n in seen] == list(range(1, 51))
+    assert len({i for i, _ in seen[1:]}) == 1  # from the second superstep on: one buffer
+    assert list(result.state.notes) == stored.values["notes"] == ["start"] + [
+        f"n{i}" for i in range(50)]
+    with pytest.raises(TypeError):
+        result.state.notes.append("x")
+
+
+async def test_a_log_written_to_another_field_does_not_grow_with_it() -> None:
+    """A node keeping the log it saw (whole or nested) keeps it as it was."""
+    b = WorkflowBuilder("alias", state=Notes)
+
+    @b.node()
+    async def step(state: Notes, ctx: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {"notes": [f"n{state.count}"], "count": 1}
+        if state.count == 3:
+            update["kept"] = {"at": 3, "notes": state.notes}
+            update["other"] = state.notes
+        return update
+
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < 8)
+    workflow = b.build()
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(workflow, {})
+        stored = await rt.get_state(result.run_id)
+    expected = ["n0", "n1", "n2"]
+    assert result.state.kept == {"at": 3, "notes": expected} == stored.values["kept"]
+    assert result.state.other == expected == stored.values["other"]
+    assert len(result.state.notes) == 8
+
+
+async def test_a_superstep_that_fails_after_appending_reports_the_head_as_stored() -> None:
+    """The appends of a merge that did not commit are not in the failed run's state."""
+    b = WorkflowBuilder("conflict", state=Notes)
+    b.add_node("start", lambda s: {"notes": ["start"]})
+    b.add_node("left", lambda s: {"notes": ["left"], "other": ["l"]})
+    b.add_node("right", lambda s: {"notes": ["right"], "other": ["r"]})
+    b.set_entry("start")
+    b.add_edge("start", "left")
+    b.add_edge("start", "right")  # both write the last-write-wins field: a conflict
+    async with Runtime(MemoryStore()) as rt:
+        result = await rt.run(b.build(), {"notes": ["input"]})
+        stored = await rt.get_state(result.run_id)
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and result.error.type == "ConflictingUpdateError"
+    assert list(result.state.notes) == stored.values["notes"] == ["input", "start"]
