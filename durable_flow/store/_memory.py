@@ -46,6 +46,7 @@ from ._protocols import (
     match_mail,
 )
 from ._retention import Scanned, doomed
+from ._segments import merge_block, merge_rows
 
 __all__ = ["MemoryStore"]
 
@@ -528,8 +529,17 @@ class MemoryStore:
         for channel, data in cp.values.items():
             self._values[(meta.run_id, meta.thread, channel, meta.seq)] = data
         chunks = self._appends.setdefault((meta.run_id, meta.thread), [])
-        for channel, data in sorted(cp.appends.items()):
-            chunks.append((meta.seq, channel, data))
+        new = [(channel, meta.seq, data) for channel, data in cp.appends.items()]
+        first = merge_block(meta.seq)
+        if first is not None:  # the block this checkpoint completes: one segment a channel
+            at = len(chunks)
+            while at and chunks[at - 1][0] >= first:
+                at -= 1
+            merged = merge_rows([*((ch, seq, data) for seq, ch, data in chunks[at:]), *new])
+            if merged is not None:
+                del chunks[at:]
+                new = merged
+        chunks.extend(sorted((seq, channel, data) for channel, seq, data in new))
 
     def _save_task_writes(self, writes: Sequence[TaskWrite]) -> None:
         for w in writes:

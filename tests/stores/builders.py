@@ -52,8 +52,9 @@ class Chain:
     thread: str = ""
     namespace: str = ""
     metas: list[CheckpointMeta] = field(default_factory=list)
-    expected: dict[str, tuple[dict[str, bytes], dict[str, list[Any]]]] = field(
-        default_factory=dict)
+    # per checkpoint: its values and log lengths (the logs are cut from _logs on lookup,
+    # so a chain of n checkpoints costs O(n), not a copy of every log per checkpoint)
+    _expected: dict[str, tuple[dict[str, bytes], dict[str, int]]] = field(default_factory=dict)
     _values: dict[str, bytes] = field(default_factory=dict)
     _versions: dict[str, int] = field(default_factory=dict)
     _logs: dict[str, list[Any]] = field(default_factory=dict)
@@ -79,9 +80,13 @@ class Chain:
             value_versions=dict(self._versions),
             log_lengths={ch: len(items) for ch, items in self._logs.items()}, **meta)
         self.metas.append(m)
-        self.expected[cid] = (dict(self._values),
-                              {ch: list(items) for ch, items in self._logs.items()})
+        self._expected[cid] = (dict(self._values), dict(m.log_lengths))
         return CheckpointWrite(meta=m, values=encoded, appends=chunks)
+
+    @property
+    def expected(self) -> _Expected:
+        """What each checkpoint must load back, by id: values and logs cut to their lengths."""
+        return _Expected(self._expected, self._logs)
 
     @property
     def head(self) -> CheckpointMeta:
@@ -92,6 +97,16 @@ class Chain:
         anchor = self.metas[at_index].id
         ns = f"{self.namespace}.{node}" if self.namespace else node
         return Chain(self.run_id, thread=f"{anchor}/{node}", namespace=ns)
+
+
+@dataclass(frozen=True)
+class _Expected:
+    by_id: dict[str, tuple[dict[str, bytes], dict[str, int]]]
+    logs: dict[str, list[Any]]
+
+    def __getitem__(self, checkpoint_id: str) -> tuple[dict[str, bytes], dict[str, list[Any]]]:
+        values, lengths = self.by_id[checkpoint_id]
+        return dict(values), {ch: self.logs[ch][:n] for ch, n in lengths.items()}
 
 
 def state_of(loaded: LoadedCheckpoint) -> tuple[dict[str, bytes], dict[str, list[Any]]]:

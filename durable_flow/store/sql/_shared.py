@@ -17,6 +17,7 @@ from .._protocols import (
     Lease,
     TaskWrite,
 )
+from .._segments import merge_block, merge_rows
 from . import _tables as t
 from ._ops import Tx, execute, execute_many, fetch
 from ._tables import Queries
@@ -74,5 +75,16 @@ def insert_checkpoint(q: Queries, cp: CheckpointWrite) -> Tx[None]:
     yield from execute(q.cp_insert, **t.checkpoint_params(meta))
     yield from execute_many(q.value_insert, [
         {**key, "channel": channel, "data": data} for channel, data in cp.values.items()])
+    chunks = [(channel, meta.seq, data) for channel, data in cp.appends.items()]
+    first = merge_block(meta.seq)
+    if first is not None:  # the block this checkpoint completes becomes one segment a channel
+        thread = {"run_id": meta.run_id, "thread": meta.thread}
+        rows = yield from fetch(q.chunk_from, **thread, first=first)
+        merged = merge_rows([*((r["channel"], r["seq"], r["data"]) for r in rows), *chunks])
+        if merged is not None:
+            if rows:
+                yield from execute(q.chunk_delete_from, **thread, first=first)
+            chunks = merged
     yield from execute_many(q.chunk_insert, [
-        {**key, "channel": channel, "data": data} for channel, data in cp.appends.items()])
+        {"run_id": meta.run_id, "thread": meta.thread, "seq": seq, "channel": channel,
+         "data": data} for channel, seq, data in chunks])

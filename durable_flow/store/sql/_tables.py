@@ -268,6 +268,11 @@ class Queries:
             *_where(vals, "run_id", "thread", "channel", "seq")))
         self.chunk_insert = c(logs.insert().values(_binds(logs)))
         self.chunk_delete_thread = c(delete(logs).where(*_where(logs, "run_id", "thread")))
+        # a segment merge (``_segments``): the rows of the block being merged, then gone
+        self.chunk_from = c(select(logs.c.channel, logs.c.seq, logs.c.data).where(
+            *_where(logs, "run_id", "thread"), logs.c.seq >= bindparam("first")))
+        self.chunk_delete_from = c(delete(logs).where(
+            *_where(logs, "run_id", "thread"), logs.c.seq >= bindparam("first")))
         self.chunk_upto = c(select(logs.c.channel, logs.c.data).where(
             *_where(logs, "run_id", "thread"), logs.c.seq <= bindparam("upto"))
             .order_by(logs.c.seq, logs.c.channel))
