@@ -114,13 +114,14 @@ class Inspector:
         """Checkpoint infos of one namespace, newest first; ``before`` and ``limit`` page it."""
         _check_history_args(run_id, namespace, limit, before)
         await self.record(run_id)
-        metas = await self.store.list_checkpoints(run_id, namespace=namespace)
         if before is not None:
-            at = next((i for i, m in enumerate(metas) if m.id == before), None)
-            if at is None:
+            mark = await self.store.get_checkpoint(run_id, before)
+            if mark is None or mark.namespace != namespace:
                 raise CheckpointNotFoundError(run_id, before)
-            metas = metas[at + 1:]
-        return [to_info(m) for m in (metas if limit is None else metas[:limit])]
+        # one page read from the store (an index range), however long the run
+        metas = await self.store.list_checkpoints(run_id, namespace=namespace, before=before,
+                                                  limit=limit)
+        return [to_info(m) for m in metas]
 
     async def snapshot(self, run_id: str, checkpoint_id: str | None, namespace: str) -> Snapshot:
         """The state at a checkpoint, nested sub-workflows included."""
@@ -140,7 +141,7 @@ class Inspector:
                 raise CheckpointCorruptedError(record.run_id, head or "-",
                                                "the run's head checkpoint is missing")
         else:
-            metas = await self.store.list_checkpoints(record.run_id, namespace=namespace)
+            metas = await self.store.list_checkpoints(record.run_id, namespace=namespace, limit=1)
             meta = metas[0] if metas else None
         if meta is None:
             raise CheckpointNotFoundError(record.run_id, checkpoint_id or f"<head of {namespace!r}>")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -333,13 +334,17 @@ class MemoryStore:
         return meta
 
     async def list_checkpoints(
-        self, run_id: str, *, namespace: str | None = None, thread: str | None = None
+        self, run_id: str, *, namespace: str | None = None, thread: str | None = None,
+        before: str | None = None, limit: int | None = None,
     ) -> list[CheckpointMeta]:
-        """Checkpoint metadata of a run, newest first."""
-        rows = [m for m in self._checkpoints.values()
-                if m.run_id == run_id
-                and (namespace is None or m.namespace == namespace)
-                and (thread is None or m.thread == thread)]
+        """Checkpoint metadata of a run, newest first; a page of them."""
+        ids = [cid for (run, th), cids in self._threads.items()
+               if run == run_id and (thread is None or th == thread) for cid in cids]
+        rows = [m for m in map(self._checkpoints.__getitem__, ids)
+                if (namespace is None or m.namespace == namespace)
+                and (before is None or m.id < before)]
+        if limit is not None:
+            return heapq.nlargest(limit, rows, key=lambda m: m.id)
         return sorted(rows, key=lambda m: m.id, reverse=True)
 
     async def get_requests(

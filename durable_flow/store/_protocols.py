@@ -232,9 +232,15 @@ class CheckpointLog(Protocol):
         ...
 
     async def list_checkpoints(
-        self, run_id: str, *, namespace: str | None = None, thread: str | None = None
+        self, run_id: str, *, namespace: str | None = None, thread: str | None = None,
+        before: str | None = None, limit: int | None = None,
     ) -> list[CheckpointMeta]:
-        """Checkpoint metadata of a run (optionally one namespace/thread), newest first."""
+        """Checkpoint metadata of a run (optionally one namespace/thread), newest first.
+
+        A page: at most ``limit`` checkpoints whose ids sort before ``before``
+        (an id, not necessarily of a stored checkpoint). A store reads only
+        the page (an index range), however long the run.
+        """
         ...
 
     async def prune(

@@ -214,11 +214,13 @@ class SqlStore(abc.ABC):
         return await self.driver.run(partial(thread_head_tx, self._q, run_id, thread), write=False)
 
     async def list_checkpoints(
-        self, run_id: str, *, namespace: str | None = None, thread: str | None = None
+        self, run_id: str, *, namespace: str | None = None, thread: str | None = None,
+        before: str | None = None, limit: int | None = None,
     ) -> list[CheckpointMeta]:
-        """Checkpoint metadata of a run, newest first."""
+        """Checkpoint metadata of a run, newest first; a page of them (an index range)."""
         return await self.driver.run(
-            partial(list_checkpoints_tx, self._q, run_id, namespace, thread), write=False)
+            partial(list_checkpoints_tx, self._q, run_id, namespace, thread, before, limit),
+            write=False)
 
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None

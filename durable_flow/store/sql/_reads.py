@@ -34,11 +34,14 @@ def thread_head_tx(q: Queries, run_id: str, thread: str) -> Tx[CheckpointMeta | 
 
 
 def list_checkpoints_tx(
-    q: Queries, run_id: str, namespace: str | None, thread: str | None
+    q: Queries, run_id: str, namespace: str | None, thread: str | None,
+    before: str | None = None, limit: int | None = None,
 ) -> Tx[list[CheckpointMeta]]:
-    """A run's checkpoints (optionally one namespace/thread), newest first."""
-    stmt = q.cp_list[(namespace is not None, thread is not None)]
-    rows = yield from fetch(stmt, run_id=run_id, namespace=namespace, thread=thread)
+    """A run's checkpoints (optionally one namespace/thread), newest first; a page of them."""
+    stmt = q.cp_list[(namespace is not None, thread is not None, before is not None,
+                      limit is not None)]
+    rows = yield from fetch(stmt, run_id=run_id, namespace=namespace, thread=thread,
+                            before=before, limit=limit)
     return [t.checkpoint_from_row(row) for row in rows]
 
 

@@ -241,9 +241,13 @@ class Queries:
         self.cp_get = c(select(cps).where(*_where(cps, "run_id", "checkpoint_id")))
         self.cp_head = c(select(cps).where(*_where(cps, "run_id", "thread"))
                          .order_by(cps.c.seq.desc()).limit(1))
+        # history pages: a range of ix_checkpoints_namespace (or the primary key), newest first
         listing = select(cps).where(*_where(cps, "run_id")).order_by(cps.c.checkpoint_id.desc())
-        self.cp_list = {k: c(s) for k, s in _variants(
-            listing, _where(cps, "namespace") + _where(cps, "thread")).items()}
+        self.cp_list = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
+                        for k, s in _variants(listing, [
+                            *_where(cps, "namespace"), *_where(cps, "thread"),
+                            cps.c.checkpoint_id < bindparam("before", type_=String)]).items()
+                        for paged in (False, True)}
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
             status=bindparam("new_status"), error=bindparam("new_error")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))

@@ -1,0 +1,35 @@
+"""History pages on every store: ``list_checkpoints(before=, limit=)`` reads one page."""
+
+from __future__ import annotations
+
+from durable_flow.store._protocols import CheckpointStore, Commit
+
+from .builders import start_run
+
+
+async def test_pages_walk_a_namespace_newest_first_without_gaps(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    for i in range(1, 30):
+        await store.commit(Commit(lease, checkpoint=chain.next(appends={"log": [i]})))
+    sub = chain.sub("inner", at_index=4)
+    for _ in range(5):
+        await store.commit(Commit(lease, checkpoint=sub.next()))
+    everything = await store.list_checkpoints("r1", namespace="")
+    assert [m.id for m in everything] == [m.id for m in reversed(chain.metas)]
+    pages: list[list[str]] = []
+    before: str | None = None
+    while True:
+        page = await store.list_checkpoints("r1", namespace="", before=before, limit=7)
+        if not page:
+            break
+        pages.append([m.id for m in page])
+        before = page[-1].id
+    assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
+    assert [cid for p in pages for cid in p] == [m.id for m in everything]
+    # a page of one thread, and of the sub-workflow's namespace
+    assert [m.id for m in await store.list_checkpoints(
+        "r1", thread=sub.thread, limit=2)] == [sub.metas[-1].id, sub.metas[-2].id]
+    inner = await store.list_checkpoints("r1", namespace="inner", before=sub.metas[3].id)
+    assert [m.id for m in inner] == [m.id for m in reversed(sub.metas[:3])]
+    assert await store.list_checkpoints("r1", namespace="", before=chain.metas[0].id) == []
+    assert await store.list_checkpoints("nobody", limit=3) == []
