@@ -332,3 +332,16 @@ def test_model_kinds_freeze_and_still_compare_equal(kind: str) -> None:
     assert type(thawed) is type(value)
     change(thawed)  # the copy is the user's class again, and mutable
     assert thawed != value
+
+
+def test_a_validated_message_is_shared_as_it_is_and_a_copied_one_is_frozen() -> None:
+    from durable_flow.model._frozen import FrozenDict, freeze
+
+    msg = Message(role="user", content="hi", metadata={"tags": ["a"]})
+    assert freeze(msg) is msg  # validation froze it: a long history is not walked again
+    copied = msg.model_copy(update={"metadata": {"tags": ["b"]}})  # skips the validators
+    frozen = freeze(copied)
+    assert frozen is not copied and type(frozen.metadata) is FrozenDict
+    with pytest.raises(TypeError):
+        frozen.metadata["tags"].append("c")
+    assert frozen == copied

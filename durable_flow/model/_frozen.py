@@ -36,7 +36,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["FrozenDict", "FrozenList", "FrozenSet", "LogBuffer", "freeze", "freeze_appended"]
+__all__ = [
+    "FrozenDict", "FrozenList", "FrozenSet", "LogBuffer", "freeze", "freeze_appended", "frozen_when",
+]
 
 _HINT = "; return a new value (a node's update) instead of changing it in place"
 
@@ -196,13 +198,33 @@ _IMMUTABLE = (str, int, float, bytes, complex, Decimal, UUID, date, time, timede
               Enum, PurePath, range)
 
 
+_FROZEN_WHEN: dict[type, Callable[[Any], bool]] = {}
+"""Frozen model classes whose instances are read-only all the way down when a cheap
+check holds (``Message``: its two containers are frozen ones), by exact type."""
+
+
+def frozen_when(cls: type, check: Callable[[Any], bool]) -> None:
+    """Let :func:`freeze` return instances of ``cls`` as they are when ``check`` holds.
+
+    For frozen classes whose validators already freeze every container field
+    (a long history is then not walked message by message); ``check`` must
+    confirm those fields are frozen containers, since ``model_construct`` and
+    ``model_copy(update=...)`` skip the validators.
+    """
+    _FROZEN_WHEN[cls] = check
+
+
 def freeze(value: Any) -> Any:
     """A deeply read-only value equal to ``value`` (``value`` itself is not changed).
 
     Values that are already immutable, and containers this module built, are
     returned as they are.
     """
-    if type(value) in _DONE:
+    kind = type(value)
+    if kind in _DONE:
+        return value
+    check = _FROZEN_WHEN.get(kind)
+    if check is not None and check(value):
         return value
     return _freeze_slow(value)
 
@@ -223,9 +245,9 @@ def _freeze_slow(value: Any) -> Any:
     if type(value) is LogBuffer:  # a log written elsewhere: a copy that will not grow
         return FrozenList._wrap(value)
     if isinstance(value, list):
-        return FrozenList._wrap([v if type(v) in _DONE else _freeze_slow(v) for v in value])
+        return FrozenList._wrap([v if type(v) in _DONE else freeze(v) for v in value])
     if isinstance(value, dict):
-        return FrozenDict._wrap({k: v if type(v) in _DONE else _freeze_slow(v)
+        return FrozenDict._wrap({k: v if type(v) in _DONE else freeze(v)
                                  for k, v in value.items()})
     if isinstance(value, BaseModel):
         return _freeze_model(value)

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ._frozen import FrozenDict, FrozenList, freeze
+from ._frozen import FrozenDict, FrozenList, freeze, frozen_when
 
 __all__ = ["Message", "Role", "ToolCall"]
 
@@ -72,3 +72,16 @@ class Message(BaseModel):
     def tool(cls, content: str, *, tool_call_id: str, **kw: Any) -> Message:
         """Build a tool-result message answering ``tool_call_id``."""
         return cls(role="tool", content=content, tool_call_id=tool_call_id, **kw)
+
+
+def _frozen_message(m: Message) -> bool:
+    # a frozen list's items and a frozen dict's values are frozen by construction
+    return type(m.metadata) is FrozenDict and type(m.tool_calls) is FrozenList
+
+
+def _frozen_call(c: ToolCall) -> bool:
+    return type(c.arguments) is FrozenDict
+
+
+frozen_when(Message, _frozen_message)
+frozen_when(ToolCall, _frozen_call)
