@@ -210,6 +210,12 @@ class Queries:
         self.run_update_cas = c(update(runs).where(*lease, head).values(changes))
         self.run_update_release_cas = c(update(runs).where(*lease, head).values(
             {**changes, "lease_owner": None, "lease_expires_at": None}))
+        # the common superstep commit of a running run: only the head moves, so no
+        # index over status, wake time or error is rewritten (on SQLite an indexed
+        # column set to its own value still rewrites its index entries)
+        self.run_advance_cas = c(update(runs).where(
+            *lease, head, runs.c.status == RunStatus.RUNNING.value, runs.c.error.is_(None))
+            .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head")))
         # a worker's claim: the oldest runs of one workflow version a worker may take,
         # highest priority first; rows another transaction locked are skipped
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))

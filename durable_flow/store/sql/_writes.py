@@ -93,6 +93,13 @@ def _update_run(q: Queries, commit: Commit, now: int) -> Tx[None]:
     params: dict[str, object] = {"run_id": lease.run_id, "epoch": lease.epoch,
                                  "owner": lease.owner, "now": now}
     cas = commit.extends is not None
+    # a running run moving its head: the row is running without an error already,
+    # unless something changed it (then the full UPDATE below decides)
+    if (cas and upd is not None and upd.head_checkpoint_id and not upd.release
+            and upd.status is RunStatus.RUNNING and upd.error is None
+            and (yield from execute(q.run_advance_cas, **params, expect_head=commit.extends,
+                                    new_head=upd.head_checkpoint_id))):
+        return
     stmt = q.run_touch_cas if cas else q.run_touch
     if upd is not None:
         if upd.release:
