@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench bench-fleet clean
+.PHONY: demo test lint docs bench bench-fleet bench-long clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,12 @@ bench: $(STAMP)
 bench-fleet: $(STAMP)
 	$(BIN)/python -m pip install -q -r bench/requirements-fleet.txt
 	$(BIN)/python bench/fleet.py
+
+# Runs of up to 50,000 supersteps: cost per superstep, loads, history pages, reads beside
+# commits (and LangGraph at 1k/5k); writes its section of bench/RESULTS.md (under 12 min).
+bench-long: $(STAMP)
+	$(BIN)/python -m pip install -q -r bench/requirements.txt
+	$(BIN)/python bench/longrun.py
 
 clean:
 	rm -rf $(VENV) demo.db site

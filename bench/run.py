@@ -7,8 +7,8 @@ ours, theirs, ours, theirs... for every repetition.
 
 Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
-when the file is regenerated, and so is the section ``bench/fleet.py``
-writes (between the ``fleet`` markers).
+when the file is regenerated, and so are the sections ``bench/fleet.py``
+and ``bench/longrun.py`` write (between the ``fleet`` and ``longrun`` markers).
 
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
@@ -718,15 +718,16 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
 
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
-    fleet = _kept_fleet(out_dir / "RESULTS.md")
-    if fleet:
-        lines += [fleet, ""]
+    for name in ("fleet", "longrun"):
+        kept = _kept_section(out_dir / "RESULTS.md", name)
+        if kept:
+            lines += [kept, ""]
     return "\n".join(lines)
 
 
-def _kept_fleet(path: Path) -> str:
-    """The section ``bench/fleet.py`` writes (kept as it is)."""
-    start, end = "<!-- fleet:start -->", "<!-- fleet:end -->"
+def _kept_section(path: Path, name: str) -> str:
+    """The section ``bench/fleet.py`` or ``bench/longrun.py`` writes (kept as it is)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     text = path.read_text() if path.exists() else ""
     if start in text and end in text:
         return start + text.split(start, 1)[1].split(end, 1)[0] + end
