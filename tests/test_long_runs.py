@@ -22,8 +22,8 @@ from durable_flow import (
     add,
     append,
 )
-from durable_flow.engine._loop import RunContext, ThreadRunner, _Growth
-from durable_flow.engine._state import ThreadState, input_values
+from durable_flow.engine._loop import RunContext, ThreadRunner
+from durable_flow.engine._state import LogGrowth, ThreadState, input_values
 from durable_flow.engine._task import TaskResult
 from durable_flow.model._clock import utcnow
 from durable_flow.model._frozen import FrozenList, LogBuffer
@@ -78,7 +78,7 @@ def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None
     runner = _runner(workflow)
     st = _state(workflow, [f"note {i}" for i in range(LONG)])
     values, histories = dict(st.values), dict(st.histories)
-    runner._reduce([_write("first")], values, histories, _Growth())  # the one copy, at load
+    runner._reduce([_write("first")], values, histories, LogGrowth())  # the one copy, at load
     notes, history = values["notes"], histories["step"]
     assert type(notes) is LogBuffer and type(history) is LogBuffer
 
@@ -86,7 +86,7 @@ def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None
     try:
         before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        runner._reduce([_write("second")], values, histories, _Growth())
+        runner._reduce([_write("second")], values, histories, LogGrowth())
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
@@ -103,8 +103,8 @@ def test_an_undone_merge_leaves_the_logs_as_they_were() -> None:
     runner = _runner(workflow)
     st = _state(workflow, ["a", "b"])
     values, histories = dict(st.values), dict(st.histories)
-    runner._reduce([_write("c")], values, histories, _Growth())
-    grown = _Growth()
+    runner._reduce([_write("c")], values, histories, LogGrowth())
+    grown = LogGrowth()
     runner._reduce([_write("d"), _write("e")], values, histories, grown)
     assert values["notes"] == ["a", "b", "c", "d", "e"]
     grown.undo()

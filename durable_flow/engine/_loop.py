@@ -29,7 +29,7 @@ from ..errors import (
     SuperstepLimitError,
 )
 from ..model._clock import utcnow
-from ..model._frozen import LogBuffer, freeze
+from ..model._frozen import freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
@@ -52,7 +52,14 @@ from ..store._protocols import (
 from ._context import Interrupt, TaskIO
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
 from ._preflight import preflight
-from ._state import ThreadState, decode_checkpoint, encode_field, history_channel, input_values
+from ._state import (
+    LogGrowth,
+    ThreadState,
+    decode_checkpoint,
+    encode_field,
+    history_channel,
+    input_values,
+)
 from ._task import (
     TaskFence,
     TaskResult,
@@ -421,7 +428,7 @@ class ThreadRunner:
         writes.sort(key=lambda r: task_key(r.node))
         values = dict(st.values)
         histories = dict(st.histories)
-        grown = _Growth()
+        grown = LogGrowth()
         try:
             changed, appended = self._reduce(writes, values, histories, grown)
             snapshot = self.schema.build(values)
@@ -435,7 +442,7 @@ class ThreadRunner:
 
     def _reduce(
         self, writes: list[TaskResult], values: dict[str, Any],
-        histories: dict[str, list[Message]], grown: _Growth,
+        histories: dict[str, list[Message]], grown: LogGrowth,
     ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]:
         """Apply the writes in task order through the reducers, into ``values``/``histories``.
 
@@ -543,27 +550,6 @@ class ThreadRunner:
             task_writes=[self._task_write(st, r) for r in unsaved],
             requests=requests or [], reopen=reopen or [], run=run)
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
-
-
-class _Growth:
-    """The log buffers one merge grew, with their lengths before it."""
-
-    __slots__ = ("_before",)
-
-    def __init__(self) -> None:
-        self._before: dict[int, tuple[LogBuffer, int]] = {}
-
-    def append(self, current: Sequence[Any], items: Sequence[Any]) -> LogBuffer:
-        """``current`` grown by ``items``: in place when it is already a buffer."""
-        buf = current if type(current) is LogBuffer else LogBuffer.of(current)
-        self._before.setdefault(id(buf), (buf, len(buf)))
-        buf.grow(items)
-        return buf
-
-    def undo(self) -> None:
-        """Shrink every buffer grown back to its length before the merge."""
-        for buf, length in self._before.values():
-            buf.shrink(length)
 
 
 def _traceback(exc: BaseException) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,14 +10,14 @@ from pydantic import TypeAdapter
 
 from ..errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 from ..model._blackboard import Blackboard, StateSchema
-from ..model._frozen import FrozenList, freeze
+from ..model._frozen import FrozenList, LogBuffer, freeze
 from ..model._messages import Message
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 
 __all__ = [
-    "DAMAGE", "HISTORY_PREFIX", "ThreadState", "corrupted", "decode_checkpoint", "decode_raw",
-    "encode_field", "log_items",
+    "DAMAGE", "HISTORY_PREFIX", "LogGrowth", "ThreadState", "corrupted", "decode_checkpoint",
+    "decode_raw", "encode_field", "log_items",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -54,6 +54,27 @@ class ThreadState:
         the next superstep or the store.
         """
         return schema.build(self.values)
+
+
+class LogGrowth:
+    """The log buffers one merge grew, with their lengths before it."""
+
+    __slots__ = ("_before",)
+
+    def __init__(self) -> None:
+        self._before: dict[int, tuple[LogBuffer, int]] = {}
+
+    def append(self, current: Sequence[Any], items: Sequence[Any]) -> LogBuffer:
+        """``current`` grown by ``items``: in place when it is already a buffer."""
+        buf = current if type(current) is LogBuffer else LogBuffer.of(current)
+        self._before.setdefault(id(buf), (buf, len(buf)))
+        buf.grow(items)
+        return buf
+
+    def undo(self) -> None:
+        """Shrink every buffer grown back to its length before the merge."""
+        for buf, length in self._before.values():
+            buf.shrink(length)
 
 
 def encode_field(node: str, name: str, value: Any) -> bytes:
