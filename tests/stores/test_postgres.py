@@ -158,8 +158,8 @@ async def test_a_read_transaction_sees_one_snapshot(pg: PostgresStore, pg_dsn: s
 async def test_a_superstep_commit_is_begin_one_round_trip_per_statement_and_commit(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await truncate_all(pg_dsn)
-    async with PostgresStore(pg_dsn, min_size=1, max_size=1) as store:
+    async with PostgresStore(pg_dsn, min_size=1, max_size=1) as store:  # migrates a new database
+        await truncate_all(pg_dsn)
         chain, lease = await start_run(store, "r1")
 
         def superstep() -> Commit:
@@ -176,7 +176,7 @@ async def test_a_superstep_commit_is_begin_one_round_trip_per_statement_and_comm
         await store.commit(superstep())
     # BEGIN, the run's UPDATE (lease and head check), the checkpoint, its values, its log
     # chunks, COMMIT.
-    assert calls == ["BEGIN ISOLATION LEVEL READ COMMITTED;", Q.run_update_cas.sql, Q.cp_insert.sql,
+    assert calls == ["BEGIN ISOLATION LEVEL READ COMMITTED;", Q.run_advance_cas.sql, Q.cp_insert.sql,
                      Q.value_insert.sql, Q.chunk_insert.sql, "COMMIT;"]
 
 

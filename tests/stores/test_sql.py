@@ -118,10 +118,20 @@ async def test_commit_statements_of_a_superstep_and_of_a_reopen(tmp_path: Path) 
     try:
         base = chain.head.id
         superstep = chain.next(values={"n": 1}, appends={"log": [1]})
-        # the top level names the head it extends in the run's own UPDATE: no extra read
+        # the top level names the head it extends in the run's own UPDATE: no extra read;
+        # a running run only moves its head (no status, wake time or error rewritten)
         assert run(Commit(lease, extends=base, checkpoint=superstep, run=RunUpdate(
             RunStatus.RUNNING, head_checkpoint_id=superstep.meta.id))) == [
-            q.run_update_cas, q.cp_insert, q.value_insert, q.chunk_insert]
+            q.run_advance_cas, q.cp_insert, q.value_insert, q.chunk_insert]
+        # a row that is not running without an error (here: an error left on it) gets
+        # the full UPDATE, which clears it as before
+        conn.execute("UPDATE runs SET error = '{}' WHERE run_id = 'r1'")
+        again = chain.next(values={"n": 3})
+        assert run(Commit(lease, extends=superstep.meta.id, checkpoint=again, run=RunUpdate(
+            RunStatus.RUNNING, head_checkpoint_id=again.meta.id))) == [
+            q.run_advance_cas, q.run_update_cas, q.cp_insert, q.value_insert]
+        assert conn.execute("SELECT error, head_checkpoint_id FROM runs").fetchone() == (
+            None, again.meta.id)
         sub_step = chain.next(values={"n": 2})
         assert run(Commit(lease, checkpoint=sub_step)) == [
             q.run_touch, q.cp_head, q.cp_insert, q.value_insert]
