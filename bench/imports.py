@@ -8,7 +8,13 @@
   fresh processes;
 * ``durable-flow runs`` on a small SQLite database (already at the current
   schema): wall time of N fresh processes, hyperfine-style (one warm-up run,
-  then min / median / max).
+  then min / median / max). The statement cache (``store/sql/_cache.py``) is
+  a temporary directory, filled by the warm-up run; the same command with no
+  cache (``DURABLE_FLOW_CACHE_DIR=``, compiling with SQLAlchemy) is shown too.
+
+Times include compiling durable-flow's modules when Python writes no bytecode
+(``PYTHONDONTWRITEBYTECODE``, ``-B``): the script says so; an installed
+package has its bytecode.
 
 Targets: ``import durable_flow`` under 150 ms, ``durable-flow runs`` under
 400 ms. The machine is shared: take the minimum as the cost, the median as
@@ -57,13 +63,13 @@ def top_level_ms(times: dict[str, int], code: str) -> float:
                if not name.startswith(" ") and name.split(".")[0] in roots) / 1000
 
 
-def wall(cmd: list[str], repeat: int) -> list[float]:
+def wall(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> list[float]:
     """Seconds of ``repeat`` fresh runs of ``cmd`` after one warm-up."""
-    subprocess.run(cmd, capture_output=True, check=True)
+    subprocess.run(cmd, capture_output=True, check=True, env=env)
     runs = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=True)
+        subprocess.run(cmd, capture_output=True, check=True, env=env)
         runs.append(time.perf_counter() - start)
     return runs
 
@@ -85,13 +91,19 @@ def main() -> None:
         db = str(Path(tmp) / "bench.db")
         subprocess.run([*CLI, "--db", db, "db", "upgrade"], capture_output=True, check=True)
         env_cmd = [*CLI, "--db", db, "runs"]
-        runs = wall(env_cmd, args.repeat)
-        print(f"{'durable-flow runs (wall, python -m durable_flow)':75} min {min(runs) * 1000:6.1f} ms"
-              f"  median {statistics.median(runs) * 1000:6.1f} ms  max {max(runs) * 1000:6.1f} ms")
+        for label, cache in [("", str(Path(tmp) / "cache")), (", no statement cache", "")]:
+            runs = wall(env_cmd, args.repeat, {**os.environ, "DURABLE_FLOW_CACHE_DIR": cache})
+            print(f"{'durable-flow runs (wall, python -m durable_flow' + label + ')':75} min "
+                  f"{min(runs) * 1000:6.1f} ms  median {statistics.median(runs) * 1000:6.1f} ms  "
+                  f"max {max(runs) * 1000:6.1f} ms")
         base = wall([PY, "-c", "pass"], args.repeat)
         print(f"{'python -c pass (interpreter start-up, for reference)':75} min "
               f"{min(base) * 1000:6.1f} ms")
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    if sys.flags.dont_write_bytecode:
+        print("note: Python writes no bytecode here (PYTHONDONTWRITEBYTECODE or -B), so every "
+              "process compiled durable-flow's modules from source; PYTHONPYCACHEPREFIX=DIR "
+              "with PYTHONDONTWRITEBYTECODE unset measures what an installed package costs")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,23 @@
 ``app`` is the typer application; ``main`` is the console-script entry point.
 """
 
-from ._app import app, main
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._app import main
+
+if TYPE_CHECKING:
+    import typer
+
+    app: typer.Typer
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # built on first use: the console script builds only what it runs
+        from . import _app
+
+        return _app.app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

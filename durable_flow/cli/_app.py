@@ -1,19 +1,31 @@
-"""The typer application: global options, one-line errors, command registration."""
+"""The typer application: global options, one-line errors, command registration.
+
+A command's module is imported when the application that has it is built.
+``main`` (the console script) builds one with only the command named on the
+command line, when the options before it are plain: the other commands'
+modules are never imported nor their options built (a short command such as
+``durable-flow runs`` starts sooner). Anything else (``--help``, no command,
+an unknown one) gets the whole application, :data:`app`.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Annotated, Any
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from .. import __version__
 from ..errors import DurableFlowError
-from . import _control, _events, _reading, _running, _tools, _ui, _worker
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    app: typer.Typer  # the whole application (module __getattr__)
+
+__all__ = ["app", "build_app", "command_named", "main"]
 
 _HELP = """Run, inspect and answer durable-flow workflows.
 
@@ -33,20 +45,12 @@ Logs go to standard error: warnings and errors by default, run and request
 events with --log-json (as JSON lines), everything with --debug.
 """
 
-app = typer.Typer(name="durable-flow", help=_HELP, no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_show_locals=False)
-db_app = typer.Typer(name="db", help="Create, upgrade and prune the database.",
-                     no_args_is_help=True)
-app.add_typer(db_app, name="db")
-
-
 def _show_version(value: bool) -> None:
     if value:
         print(f"durable-flow {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
 def _global_options(
     ctx: typer.Context,
     db: Annotated[str, typer.Option(
@@ -94,20 +98,71 @@ def _register(group: typer.Typer, name: str, fn: Callable[..., None]) -> None:
     group.command(name)(_guarded(fn))
 
 
-_COMMANDS: list[tuple[str, Callable[..., None]]] = [
-    ("run", _running.run), ("runs", _reading.runs), ("show", _reading.show),
-    ("history", _reading.history), ("diff", _reading.diff), ("inbox", _reading.inbox),
-    ("respond", _running.respond), ("resume", _running.resume), ("fork", _running.fork),
-    ("send-event", _events.send_event),
-    ("cancel", _control.cancel), ("recover", _control.recover), ("graph", _tools.graph),
-    ("validate", _tools.validate), ("worker", _worker.worker), ("ui", _ui.ui),
+# name, module of this package, function; in the order of the help
+_COMMANDS = [
+    ("run", "_running", "run"), ("runs", "_reading", "runs"), ("show", "_reading", "show"),
+    ("history", "_reading", "history"), ("diff", "_reading", "diff"),
+    ("inbox", "_reading", "inbox"), ("respond", "_running", "respond"),
+    ("resume", "_running", "resume"), ("fork", "_running", "fork"),
+    ("send-event", "_events", "send_event"), ("cancel", "_control", "cancel"),
+    ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
+    ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
 ]
-for _name, _fn in _COMMANDS:
-    _register(app, _name, _fn)
-_register(db_app, "upgrade", _tools.upgrade)
-_register(db_app, "prune", _tools.prune)
+_DB_COMMANDS = [("upgrade", "_tools", "upgrade"), ("prune", "_tools", "prune")]
+_GROUPS = {"db"}
+# global options before the command: those taking a value, and flags
+_VALUED, _FLAGS = {"--db"}, {"--log-json", "--debug"}
+
+
+def _command(module: str, name: str) -> Callable[..., None]:
+    return cast("Callable[..., None]", getattr(importlib.import_module(f"{__package__}.{module}"),
+                                               name))
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The application with every command, or with command (or group) ``only`` alone."""
+    root = typer.Typer(name="durable-flow", help=_HELP, no_args_is_help=True,
+                       add_completion=False, pretty_exceptions_show_locals=False)
+    if only in (None, "db"):
+        db_app = typer.Typer(name="db", help="Create, upgrade and prune the database.",
+                             no_args_is_help=True)
+        root.add_typer(db_app, name="db")
+        for name, module, fn in _DB_COMMANDS:
+            _register(db_app, name, _command(module, fn))
+    root.callback()(_global_options)
+    for name, module, fn in _COMMANDS:
+        if only in (None, name):
+            _register(root, name, _command(module, fn))
+    return root
+
+
+def command_named(args: Sequence[str]) -> str | None:
+    """The command ``args`` run, when only plain global options come before it."""
+    known = {name for name, _, _ in _COMMANDS} | _GROUPS
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _VALUED:
+            i += 2
+        elif arg in _FLAGS or arg.split("=", 1)[0] in _VALUED:
+            i += 1
+        else:
+            return arg if arg in known else None  # --help, --version, ...: the whole app
+    return None
+
+
+@functools.cache
+def _whole_app() -> typer.Typer:
+    return build_app()
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # the whole application, built on first use
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point of ``durable-flow``."""
-    app(prog_name="durable-flow")
+    only = command_named(sys.argv[1:])
+    (build_app(only) if only else _whole_app())(prog_name="durable-flow")

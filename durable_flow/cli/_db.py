@@ -1,4 +1,8 @@
-"""Opening the store named by ``--db`` and looking runs up through the Runtime."""
+"""Opening the store named by ``--db`` and looking runs up through the Runtime.
+
+The Runtime (and with it the engine and the workflow models) is imported by
+the commands that need it: listing runs reads through the inspection views.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,23 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ..model._graph import Workflow
 from ..model._records import RunInfo
-from ..runtime._runtime import Runtime
+from ..runtime._inspect import Inspector
 from ..store._protocols import CheckpointMeta, CheckpointStore
 from ._support import CliError, CliOptions
 from ._targets import load_target, parse_recorded
 
+if TYPE_CHECKING:
+    from ..model._graph import Workflow
+    from ..runtime._runtime import Runtime
+
 __all__ = [
     "display_db",
     "find_run",
+    "inspected",
     "open_store",
     "opened",
     "parse_db",
@@ -89,10 +98,27 @@ async def opened(opts: CliOptions, *, create: bool = False,
     ``logs=False`` (the read-only commands, which log nothing) leaves logging
     unconfigured, so that structlog is never imported.
     """
+    from ..runtime._runtime import Runtime
+
     if logs:
         opts.setup_logging()
     async with Runtime(open_store(opts.db, create=create)) as rt:
         yield rt
+
+
+@asynccontextmanager
+async def inspected(opts: CliOptions) -> AsyncIterator[Inspector]:
+    """The ``--db`` store's inspection views, set up, closed afterwards.
+
+    What ``Runtime``'s listings read (``Runtime.list_runs`` is ``Inspector.runs``),
+    for a command that only lists: the engine and the workflow models are never imported.
+    """
+    store = open_store(opts.db)
+    await store.setup()
+    try:
+        yield Inspector(store)
+    finally:
+        await store.close()
 
 
 async def find_run(rt: Runtime, run_id: str) -> RunInfo:

@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
-from ..model._send import group_tasks
 from ._support import CliOptions, compact, jsonable
 
 __all__ = [
@@ -121,6 +120,8 @@ def byte_size(size: int) -> str:
 
 def tasks_text(tasks: Sequence[str]) -> str:
     """Task ids for a table: a node's consecutive ``Send`` instances as ``summarize[0..39]``."""
+    from ..model._send import group_tasks  # pydantic: not for listing runs
+
     return ", ".join(group_tasks(tasks))
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import shlex
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..runtime._runtime import Runtime
-from ._db import find_run, opened, resolve_checkpoint
+from ..model._records import RunInfo
+from ._db import find_run, inspected, opened, resolve_checkpoint
 from ._options import JsonOpt, NamespaceOpt, RunArg, StatusOpt, WorkflowNameOpt
 from ._output import (
     cell,
@@ -25,6 +25,9 @@ from ._output import (
     snapshot_view,
 )
 from ._support import CliOptions, options
+
+if TYPE_CHECKING:
+    from ..runtime._runtime import Runtime
 
 __all__ = ["diff", "diff_values", "history", "inbox", "runs", "show"]
 
@@ -42,7 +45,13 @@ def _read(opts: CliOptions, body: Callable[[Runtime], Awaitable[T]]) -> T:
 def runs(ctx: typer.Context, status: StatusOpt = None, workflow: WorkflowNameOpt = None,
          as_json: JsonOpt = False) -> None:
     """List runs, newest first."""
-    found = _read(options(ctx), lambda rt: rt.list_runs(status=status, workflow_name=workflow))
+
+    async def listing() -> list[RunInfo]:
+        # Runtime.list_runs, read without loading the engine: a short command starts sooner
+        async with inspected(options(ctx)) as views:
+            return await views.runs(status, workflow)
+
+    found = asyncio.run(listing())
     if as_json:
         emit_json(found)
     elif not found:

@@ -8,23 +8,25 @@ each side, nothing else) typed on the command line, or recorded on a run by
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 import typer
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
-from pydantic_core import to_jsonable_python
 
-from ..build._builder import WorkflowBuilder
 from ..errors import InvalidResponseError, WorkflowValidationError
-from ..model._graph import Workflow
+
+if TYPE_CHECKING:  # imported where used: a command that only reads needs neither
+    from pydantic import ValidationError as PydanticValidationError
+
+    from ..model._graph import Workflow
 
 __all__ = [
     "DEFAULT_DB",
@@ -98,9 +100,18 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def jsonable(value: Any) -> Any:
     """Fallback for orjson: pydantic models by their JSON dump, other types as pydantic would."""
-    if isinstance(value, BaseModel):
+    model, to_jsonable_python = _pydantic()
+    if isinstance(value, model):
         return value.model_dump(mode="json")
     return to_jsonable_python(value, fallback=repr)
+
+
+@functools.cache
+def _pydantic() -> tuple[type[Any], Callable[..., Any]]:
+    from pydantic import BaseModel
+    from pydantic_core import to_jsonable_python
+
+    return BaseModel, to_jsonable_python
 
 
 def compact(value: Any) -> str:
@@ -132,6 +143,8 @@ _PYDANTIC_DETAIL = re.compile(r"\s*\[type=[^\]]*\]")
 
 def _explained(exc: BaseException) -> str:
     """``str(exc)`` with the validation error it wraps (its context) rewritten."""
+    from pydantic import ValidationError as PydanticValidationError
+
     text = str(exc)
     inner = exc.__cause__ or exc.__context__
     if isinstance(inner, PydanticValidationError):
@@ -224,6 +237,9 @@ def load_object(ref: str, what: str = "MODULE:NAME") -> Any:
 
 def resolve_workflow(ref: str) -> Workflow:
     """The :class:`Workflow` named by ``MODULE:WORKFLOW``, or a clear ``CliError``."""
+    from ..build._builder import WorkflowBuilder
+    from ..model._graph import Workflow
+
     obj = load_object(ref, "MODULE:WORKFLOW")
     if isinstance(obj, Workflow):
         return obj

@@ -26,10 +26,12 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..model._graph import Workflow
 from ._support import CliError, load_object, resolve_workflow
+
+if TYPE_CHECKING:
+    from ..model._graph import Workflow
 
 __all__ = ["DECLARATIVE_SUFFIXES", "Target", "load_file", "load_target", "parse_recorded"]
 
@@ -156,6 +158,7 @@ def _exec_file(path: Path, module_name: str) -> Any:
 
 def _as_workflow(obj: Any, ref: str) -> Workflow:
     from ..build._builder import WorkflowBuilder
+    from ..model._graph import Workflow
 
     if isinstance(obj, Workflow):
         return obj

@@ -62,12 +62,12 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel
 
-from ._messages import Message
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["TAG", "TAG_BYTES", "UnknownTagError", "as_bytes", "decode", "encode"]
 
@@ -101,9 +101,29 @@ def _timedelta(t: timedelta) -> _Tagged:
     return _tagged("timedelta", [t.days, t.seconds, t.microseconds])
 
 
+@cache
+def _encoders() -> list[tuple[type, Callable[[Any], Any]]]:
+    """How values JSON lacks are stored; pydantic models first, a message before any model.
+
+    pydantic and the message models are imported here, by the first value that
+    needs them: reading a store (``decode``, ``as_bytes``) never imports them.
+    """
+    from ._messages import Message
+
+    models: list[tuple[type, Callable[[Any], Any]]] = [
+        (Message, lambda m: m.model_dump(exclude_defaults=True)),
+        (_base_model(), lambda m: m.model_dump())]
+    return models + _ENCODERS
+
+
+@cache
+def _base_model() -> type[BaseModel]:
+    from pydantic import BaseModel
+
+    return BaseModel
+
+
 _ENCODERS: list[tuple[type, Callable[[Any], Any]]] = [
-    (Message, lambda m: m.model_dump(exclude_defaults=True)),
-    (BaseModel, lambda m: m.model_dump()),
     (datetime, lambda d: _tagged("datetime", d.isoformat())),
     (date, lambda d: _tagged("date", d.isoformat())),
     (time, lambda t: _tagged("time", t.isoformat())),
@@ -125,7 +145,7 @@ def _sorted(items: Any) -> list[Any]:
 
 def _convert(obj: Any) -> Any:
     """What a non-JSON object is stored as (a tagged dict, a model's fields, ...)."""
-    for cls, fn in _ENCODERS:
+    for cls, fn in _encoders():
         if isinstance(obj, cls):
             return fn(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -211,7 +231,7 @@ def _unusual(item: Any) -> Any:
         return item.value
     if isinstance(item, str | int):
         return None
-    if isinstance(item, BaseModel) and _plain_model(type(item)):
+    if isinstance(item, _base_model()) and _plain_model(type(item)):
         return [*item.__dict__.values(), *(item.__pydantic_extra__ or {}).values()]
     try:
         return _convert(item)

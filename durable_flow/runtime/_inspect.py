@@ -1,4 +1,8 @@
-"""Read-only views of runs: snapshots, history, run listings, the inbox."""
+"""Read-only views of runs: snapshots, history, run listings, the inbox.
+
+Listing runs needs neither the engine nor pydantic: decoding checkpoints and
+requests (``engine/_state.py``) is imported by the views that decode.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ from typing import Any
 
 import orjson
 
-from ..engine._state import DAMAGE, corrupted, decode_raw
 from ..errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -18,7 +21,6 @@ from ..model._clock import utcnow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
 from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
-from ._inputs import SETTLED
 from ._signals import signals_for
 
 __all__ = ["Inspector", "asks", "response_schema", "settled", "to_pending"]
@@ -49,8 +51,12 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
         else:
             schema = schemas[row.response_schema] = response_schema(row.response_schema)
         payload = decode(row.payload)
-    except DAMAGE as exc:
-        raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
+    except Exception as exc:
+        from ..engine._state import DAMAGE, corrupted  # imported when data is damaged
+
+        if isinstance(exc, DAMAGE):
+            raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
+        raise
     return PendingRequest(
         id=row.id, run_id=row.run_id, node=row.node, payload=payload,
         response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name,
@@ -148,6 +154,8 @@ class Inspector:
         return meta
 
     async def _snapshot(self, record: RunRecord, meta: CheckpointMeta) -> Snapshot:
+        from ..engine._state import decode_raw
+
         loaded = await self.store.load_checkpoint(record.run_id, meta.id)
         values, histories = decode_raw(loaded)
         is_head = meta.thread == "" and meta.id == record.head_checkpoint_id
@@ -188,6 +196,8 @@ async def settled(store: CheckpointStore, inspect: Inspector, run_id: str,
     A ``submit``/``respond`` of this process wakes the poll early; ``TimeoutError``
     after ``limit`` seconds (None: no limit).
     """
+    from ._inputs import SETTLED
+
     loop = asyncio.get_running_loop()
     deadline = None if limit is None else loop.time() + limit
     delay = 0.01

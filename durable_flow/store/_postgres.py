@@ -63,7 +63,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 from tenacity import (
     AsyncRetrying,
@@ -88,7 +87,7 @@ from .sql._base import (
     Tx,
     drive_async,
 )
-from .sql._tables import SqlDialect
+from .sql._cache import sql_dialect
 
 __all__ = ["POSTGRES", "PostgresStore"]
 
@@ -96,9 +95,8 @@ T = TypeVar("T")
 
 _log = structlog.get_logger("durable_flow")
 
-# asyncpg's dialect: ``$1`` parameters; SQLAlchemy leaves its constructor unannotated.
-POSTGRES = SqlDialect(postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
-                      postgresql.insert, returning=True)
+# asyncpg's dialect: ``$1`` parameters, ``RETURNING 1`` on writes (see SqlDialect).
+POSTGRES = sql_dialect("postgresql")
 
 _SCHEMES = ("postgresql", "postgres")
 # admin_shutdown, crash_shutdown, cannot_connect_now (starting up or shutting
@@ -412,7 +410,7 @@ class PostgresStore(SqlStore):
         max_size: int = 10,
         reconnect_timeout: float = 30.0,
     ) -> None:
-        super().__init__(POSTGRES)
+        super().__init__("postgresql")
         self._dsn = _asyncpg_dsn(dsn)
         _check_options(min_size, max_size, reconnect_timeout)
         self._min_size, self._max_size = min_size, max_size

@@ -1,12 +1,20 @@
 """SqliteStore: the embedded, durable ``CheckpointStore`` (one file, many processes).
 
 Every store call is one transaction run by :mod:`durable_flow.store.sql._base` on a
-dedicated thread that owns the ``sqlite3`` connection, so a superstep commit
+dedicated thread that owns a ``sqlite3`` connection, so a superstep commit
 (lease check, checkpoint, values, log chunks, requests, task writes) costs a
 single hop from the event loop to that thread. A driver that hops per
 statement (aiosqlite's ``execute``) pays a hop for each of the 4-8
 statements of a commit: measured, that alone doubled the commit's cost,
 while one hop keeps it near 1.5x a raw one-row SQLite transaction.
+
+Writes and reads have a thread and a connection each. Write transactions
+take their turns on the writer; read transactions (snapshots, listings,
+loading a head) run on the reader, each in one deferred transaction, so all
+its SELECTs see one snapshot. In WAL mode a reader never blocks the writer
+nor waits for it: listing the 20,000 checkpoints of a long run does not
+delay another run's superstep commit, and a commit does not delay an
+inspection. A read that starts after a write returned sees that write.
 aiosqlite still serves the migrations, through SQLAlchemy's asyncio engine.
 """
 
@@ -17,28 +25,36 @@ import contextlib
 import os
 import random
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
 from queue import SimpleQueue
 from threading import Thread
-from typing import Any, Literal, TypeVar
-
-from sqlalchemy import URL, Connection, event
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.pool import NullPool
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
 from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Notify, Op, SqlStore, Tx, drive
-from .sql._tables import SqlDialect
+from .sql._cache import sql_dialect
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from .sql._tables import SqlDialect
 
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
-SQLITE = SqlDialect(sqlite.dialect(), sqlite.insert)
+
+def __getattr__(name: str) -> SqlDialect:
+    # SQLITE, the SQLAlchemy dialect, made when asked for (tests, tools): opening a
+    # store reads its statements from the statement cache and imports no SQLAlchemy.
+    if name == "SQLITE":
+        return sql_dialect("sqlite")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 _PRAGMAS = frozenset({"journal_mode", "synchronous", "busy_timeout"})
@@ -48,7 +64,7 @@ _MAX_BUSY_TIMEOUT = (2**31 - 1) // 1000
 
 
 def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
-    """Open and configure the store's connection (runs on the store's thread)."""
+    """Open and configure the writer's connection (runs on the writer's thread)."""
     # isolation_level=None: sqlite3 must not BEGIN on its own; every
     # transaction is explicit (see _SqliteDriver._transact). timeout is
     # SQLite's busy handler, installed before any statement runs: wait for
@@ -61,6 +77,26 @@ def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connectio
         # power loss. NORMAL syncs only at checkpoints: faster, never corrupt,
         # but the last commits may roll back after a power loss.
         conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous]}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _open_reader(path: str, busy_timeout: float) -> sqlite3.Connection:
+    """Open the readers' connection (runs on the reader's thread, at its first read).
+
+    The file is already in WAL mode (persistent in the file; the writer's
+    connection switched it and keeps it open), and ``synchronous`` only
+    matters to commits. The busy handler covers the rare moments a WAL
+    reader must wait (recovering the log after a crash, a RESTART or
+    TRUNCATE checkpoint of another process). ``query_only``: a transaction
+    run as a read can never write.
+    """
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                           cached_statements=256)
+    try:
+        conn.execute("PRAGMA query_only = ON")
     except BaseException:
         conn.close()
         raise
@@ -128,16 +164,16 @@ def _settle(fut: asyncio.Future[Any], result: object, error: BaseException | Non
 
 
 class _Worker:
-    """One thread that owns the ``sqlite3`` connection and runs jobs in order.
+    """One thread that owns a ``sqlite3`` connection and runs jobs in order.
 
     A plain queue and ``call_soon_threadsafe`` cost about half the hop of a
     ``ThreadPoolExecutor``, and the hop is a third of a commit's cost.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "durable-flow-sqlite") -> None:
         self._jobs: SimpleQueue[tuple[asyncio.Future[Any], Callable[[], object]] | None] = (
             SimpleQueue())
-        Thread(target=self._serve, name="durable-flow-sqlite", daemon=True).start()
+        Thread(target=self._serve, name=name, daemon=True).start()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -163,25 +199,54 @@ class _Worker:
 
 
 class _SqliteDriver:
-    """Runs transaction functions on the thread that owns the connection."""
+    """Runs write transactions on the writer's thread, reads on the reader's.
 
-    def __init__(self, worker: _Worker, conn: sqlite3.Connection) -> None:
-        self._worker = worker
+    Each thread owns its connection to the file: the writer's is opened by
+    the store (it switches the file to WAL), the reader's by the first read.
+    One reader is enough. Its job is that reads never wait behind a commit
+    nor delay one, and one thread does that. More readers would only let a
+    short read pass a long one: they would run in parallel only inside
+    SQLite (which releases the GIL), while decoding the rows, a large part
+    of a long read, holds the GIL; each would keep a connection and a WAL
+    snapshot open; and before this every read already waited its turn
+    behind every other call.
+    """
+
+    def __init__(self, writer: _Worker, conn: sqlite3.Connection, path: str,
+                 busy_timeout: float) -> None:
+        self._writer = writer
         self._conn = conn
+        self._reader = _Worker("durable-flow-sqlite-read")
+        self._reader_conn: sqlite3.Connection | None = None  # only touched on the reader's thread
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._closed = False
+
+    def _worker(self, write: bool) -> _Worker:
+        if self._closed:
+            raise StoreError("SqliteStore is closed: call setup() to open it again")
+        return self._writer if write else self._reader
 
     async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
-        # one local connection: a COMMIT either returns or raises, never leaves a doubt
-        return await self._worker.run(partial(self._transact, tx, write))
+        # local connections: a COMMIT either returns or raises, never leaves a doubt
+        return await self._worker(write).run(partial(self._transact, tx, write))
+
+    def _read_conn(self) -> sqlite3.Connection:
+        """The reader's connection, opened by the first read (on the reader's thread)."""
+        if self._reader_conn is None:
+            self._reader_conn = _open_reader(self._path, self._busy_timeout)
+        return self._reader_conn
 
     def _transact(self, tx: Callable[[], Tx[T]], write: bool) -> T:
-        conn = self._conn
         try:
+            conn = self._conn if write else self._read_conn()
             # BEGIN IMMEDIATE takes the write lock first, waiting (busy
             # timeout) for another process to finish. A deferred transaction
             # would read first and then, if another process committed in
             # between, fail to upgrade with "database is locked" at once: the
             # busy handler cannot help a snapshot that went stale. Reads use a
-            # deferred BEGIN so all their SELECTs see one snapshot.
+            # deferred BEGIN: their first SELECT takes a WAL snapshot that all
+            # their SELECTs see, without taking or waiting for the write lock.
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 result = drive(tx(), partial(_perform, conn))
@@ -195,14 +260,40 @@ class _SqliteDriver:
         return result
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` on the connection's thread, outside any transaction."""
-        return await self._worker.run(partial(fn, self._conn))
+        """Run ``fn(conn)`` on the writer's connection and thread, outside any transaction."""
+        return await self._worker(True).run(partial(fn, self._conn))
+
+    def _close_reader(self) -> None:
+        conn, self._reader_conn = self._reader_conn, None
+        if conn is not None:
+            conn.close()
 
     async def close(self) -> None:
+        """Close both connections (after the calls already queued), then end both threads.
+
+        Refuses new calls first, so no read can open the reader's connection
+        again behind its close; a close that fails does not keep the other
+        connection open nor a thread running.
+        """
+        self._closed = True
         try:
-            await self.call(sqlite3.Connection.close)
+            await self._writer.run(self._conn.close)
         finally:
-            self._worker.stop()
+            try:
+                await self._reader.run(self._close_reader)
+            finally:
+                self._writer.stop()
+                self._reader.stop()
+
+
+def _open_errors() -> tuple[type[Exception], ...]:
+    """What opening may raise: sqlite3's, the OS's, SQLAlchemy's once imported.
+
+    Only the migrations import SQLAlchemy, so none of its errors is raised before.
+    """
+    sqlalchemy = sys.modules.get("sqlalchemy.exc")
+    extra = () if sqlalchemy is None else (sqlalchemy.SQLAlchemyError,)
+    return (sqlite3.Error, OSError, *extra)
 
 
 def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
@@ -217,7 +308,9 @@ def _begin_immediate(connection: Connection) -> None:
 
 async def _upgrade_file(path: str, busy_timeout: float) -> None:
     """Run the migrations on their own aiosqlite connection, in one transaction."""
+    from sqlalchemy import URL, event
     from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
 
     # timeout: sqlite3 installs the busy handler as it opens the connection,
     # before SQLAlchemy's first statement, so every statement here waits too.
@@ -244,6 +337,11 @@ class SqliteStore(SqlStore):
     ``busy_timeout`` seconds for other processes, so concurrent runtimes on
     one file queue instead of failing with "database is locked".
 
+    Reads (snapshots, history, listings, loading checkpoints) run on a
+    connection and thread of their own, each as one snapshot of the file:
+    a long read never waits behind a commit nor delays one, and a read
+    started after a write returned sees it.
+
     ``setup()`` creates or upgrades the schema (raising
     ``SchemaVersionError`` for a database written by a newer durable-flow);
     ``async with SqliteStore(path)`` sets up and closes.
@@ -256,7 +354,7 @@ class SqliteStore(SqlStore):
         synchronous: Literal["full", "normal"] = "full",
         busy_timeout: float = 30.0,
     ) -> None:
-        super().__init__(SQLITE)
+        super().__init__("sqlite")
         fspath = os.fspath(path) if isinstance(path, str | os.PathLike) else None
         if not isinstance(fspath, str):
             raise InvalidInputError(
@@ -297,7 +395,7 @@ class SqliteStore(SqlStore):
                 return
             try:
                 self._driver = await self._open()
-            except (sqlite3.Error, SQLAlchemyError, OSError) as exc:
+            except _open_errors() as exc:
                 raise StoreError(f"cannot open the SQLite store {self._path}: {exc}") from exc
 
     async def _open(self) -> _SqliteDriver:
@@ -308,7 +406,7 @@ class SqliteStore(SqlStore):
         except BaseException:
             worker.stop()
             raise
-        driver = _SqliteDriver(worker, conn)
+        driver = _SqliteDriver(worker, conn, self._path, self._busy_timeout)
         try:
             # Fast path: a database at head never imports alembic.
             if not _migrate.check_versions(await driver.call(_schema_versions)):
@@ -319,7 +417,7 @@ class SqliteStore(SqlStore):
         return driver
 
     async def close(self) -> None:
-        """Close the connection; ``setup()`` may open it again."""
+        """Close both connections; ``setup()`` may open them again."""
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()

@@ -12,9 +12,10 @@ start: the store hands drivers a call that makes the generator, so a driver
 may retry a transaction that did not commit (a lost connection, a deadlock).
 
 The statements are :class:`durable_flow.store.sql._tables.Queries`, compiled for the
-backend's :class:`~durable_flow.store.sql._tables.SqlDialect`. Dialect specifics stay
-behind that dialect (SQLAlchemy's, with its ``INSERT ... ON CONFLICT``) and
-the driver (PRAGMAs, ``BEGIN IMMEDIATE``, locking).
+backend's :class:`~durable_flow.store.sql._tables.SqlDialect` (or read back from the
+statement cache, ``_cache.py``). Dialect specifics stay behind that dialect
+(SQLAlchemy's, with its ``INSERT ... ON CONFLICT``) and the driver (PRAGMAs,
+``BEGIN IMMEDIATE``, locking).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .._protocols import (
     StepRow,
     TaskWrite,
 )
+from ._cache import statements_for
 from ._ops import (
     RUNS_CHANNEL,
     Driver,
@@ -80,7 +82,6 @@ from ._runs import (
     respond_tx,
 )
 from ._shared import insert_checkpoint
-from ._tables import SqlDialect, queries_for
 from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
 from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
 
@@ -104,8 +105,10 @@ class SqlStore(abc.ABC):
     Subclasses open the backend in ``setup`` and provide :attr:`driver`.
     """
 
-    def __init__(self, dialect: SqlDialect) -> None:
-        self._q = queries_for(dialect)
+    def __init__(self, dialect: str) -> None:
+        # the compiled statements of the dialect ("sqlite", "postgresql"), from the
+        # statement cache when it has them (then SQLAlchemy is not even imported)
+        self._q = statements_for(dialect)
 
     @property
     @abc.abstractmethod

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from ._tables import Statement
+from ._statement import Statement
 
 T = TypeVar("T")
 Row = tuple[Any, ...]

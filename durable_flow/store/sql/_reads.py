@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -14,9 +16,11 @@ from .._protocols import (
     RequestRow,
     TaskWrite,
 )
-from . import _tables as t
+from . import _codec as t
 from ._ops import Fetch, Row, Tx, fetch, fetch_each
-from ._tables import Queries
+
+if TYPE_CHECKING:
+    from ._tables import Queries
 
 # -- transaction functions: reads -------------------------------------------------------
 

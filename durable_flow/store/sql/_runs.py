@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from ...errors import (
     RunExistsError,
@@ -26,7 +27,7 @@ from .._protocols import (
     check_respondable,
     claimed_record,
 )
-from . import _tables as t
+from . import _codec as t
 from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each
 from ._shared import (
     insert_checkpoint,
@@ -35,8 +36,10 @@ from ._shared import (
     record_answers,
     save_task_writes,
 )
-from ._tables import Queries
 from ._waits import due_runs_tx, settle_tx
+
+if TYPE_CHECKING:
+    from ._tables import Queries
 
 # -- transaction functions: runs and leases ------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ...errors import (
     LeaseLostError,
@@ -18,9 +18,11 @@ from .._protocols import (
     TaskWrite,
 )
 from .._segments import merge_block, merge_rows
-from . import _tables as t
+from . import _codec as t
 from ._ops import Tx, execute, execute_many, fetch
-from ._tables import Queries
+
+if TYPE_CHECKING:
+    from ._tables import Queries
 
 # -- transaction functions: runs and leases ------------------------------------------
 

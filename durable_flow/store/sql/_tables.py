@@ -9,7 +9,7 @@ SQL text with positional bound parameters, so values never reach SQL text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
@@ -53,6 +53,7 @@ from ._codec import (
     to_us,
 )
 from ._schema import METADATA
+from ._statement import Statement
 
 __all__ = [
     "CHANNEL_VALUES",
@@ -91,22 +92,6 @@ STEPS: Table = METADATA.tables["steps"]
 REQUESTS: Table = METADATA.tables["requests"]
 
 # -- statements -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """A compiled statement: SQL text and the order of its named parameters."""
-
-    sql: str
-    names: tuple[str, ...]
-    constants: Mapping[str, object]
-    columns: tuple[str, ...] = ()
-
-    def bind(self, params: Mapping[str, object]) -> tuple[object, ...]:
-        """Positional parameters, in SQL order, from named ones."""
-        if self.constants:
-            params = {**self.constants, **params}
-        return tuple([params[name] for name in self.names])
 
 
 def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:

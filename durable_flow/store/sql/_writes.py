@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ...errors import (
     CheckpointNotFoundError,
@@ -20,7 +21,7 @@ from .._protocols import (
     TaskWrite,
 )
 from .._retention import Scanned, doomed
-from . import _tables as t
+from . import _codec as t
 from ._ops import Tx, execute, execute_many, fetch
 from ._shared import (
     check_lease,
@@ -31,8 +32,10 @@ from ._shared import (
     save_task_writes,
     unknown_request,
 )
-from ._tables import Queries
 from ._waits import carry_tx, set_version_tx, waiting_tx
+
+if TYPE_CHECKING:
+    from ._tables import Queries
 
 # -- transaction functions: the superstep commit ---------------------------------------
 
