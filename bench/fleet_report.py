@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_and_memory
+
 FLEET_TARGET = 1.8  # 2 workers / 1 worker, I/O-bound
 COMMIT_TARGET = 2.0  # store commit / raw asyncpg transaction, median
 START = "<!-- fleet:start -->"
@@ -29,13 +31,7 @@ def loadavg() -> str:
 
 
 def machine_lines(pg_version: str) -> list[str]:
-    mem = "?"
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal"):
-            mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "?")
+    cpu, mem = cpu_and_memory()
 
     def ver(name: str) -> str:
         try:

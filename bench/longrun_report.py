@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_and_memory
+
 START = "<!-- longrun:start -->"
 END = "<!-- longrun:end -->"
 FLAT = 1.2  # last window / first window, ms per superstep
@@ -42,13 +44,7 @@ def _ver(name: str) -> str:
 
 
 def machine_lines(root: Path, code: Path) -> list[str]:
-    mem = "?"
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal"):
-            mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "?")
+    cpu, mem = cpu_and_memory()
 
     def git(*args: str) -> str:
         try:  # read-only: no optional locks, nothing written to the repository
