@@ -7,17 +7,21 @@ changes nothing that anyone else sees.
 
 from __future__ import annotations
 
+import sqlite3
 import tracemalloc
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 
 from durable_flow import (
     Blackboard,
+    CheckpointCorruptedError,
     MemoryStore,
     Message,
     RunStatus,
     Runtime,
+    SqliteStore,
     WorkflowBuilder,
     add,
     append,
@@ -175,3 +179,59 @@ async def test_a_superstep_that_fails_after_appending_reports_the_head_as_stored
     assert result.status is RunStatus.FAILED
     assert result.error is not None and result.error.type == "ConflictingUpdateError"
     assert list(result.state.notes) == stored.values["notes"] == ["input", "start"]
+
+
+def _chatty(n: int) -> Any:
+    b = WorkflowBuilder("chatty", state=Notes)
+
+    @b.node()
+    async def step(state: Notes, ctx: Any) -> dict[str, Any]:
+        ctx.remember(Message(role="system", content=f"note {state.count}"))
+        return {"count": 1, "messages": [Message(role="user", content=f"q{state.count}"),
+                                         Message(role="assistant", content=f"a{state.count}")]}
+
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < n)
+    return b.build()
+
+
+def _expected_history(upto: int) -> list[str]:
+    return [text for i in range(upto) for text in (f"note {i}", f"q{i}", f"a{i}")]
+
+
+async def test_a_history_refers_to_the_messages_its_node_returned(tmp_path: Path) -> None:
+    """Returned messages are stored once; every checkpoint's history reads back exactly."""
+    db = tmp_path / "refs.db"
+    workflow = _chatty(20)
+    async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
+        result = await rt.run(workflow, {})
+        assert [m.content for m in result.state.messages] == [
+            t for i in range(20) for t in (f"q{i}", f"a{i}")]
+        for info in await rt.history(result.run_id):
+            snap = await rt.get_state(result.run_id, info.id)
+            assert [m.content for m in snap.node_histories.get("step", [])] == \
+                _expected_history(info.superstep)
+        middle = next(c for c in await rt.history(result.run_id) if c.superstep == 9)
+        forked = await rt.fork(workflow, result.run_id, middle.id)
+        assert forked.status is RunStatus.COMPLETED
+        fork_head = await rt.get_state(forked.run_id)
+        assert [m.content for m in fork_head.node_histories["step"]] == _expected_history(20)
+    with sqlite3.connect(db) as conn:
+        chunks = [bytes(r[0]) for r in conn.execute(
+            "SELECT data FROM log_chunks WHERE run_id = ? AND channel = 'history:step'",
+            (result.run_id,))]
+    stored = b"".join(chunks)
+    assert b"__df_messages__" in stored and b'"q3"' not in stored and b'"note 3"' in stored
+
+
+async def test_a_history_reference_outside_the_log_is_reported_as_damage(tmp_path: Path) -> None:
+    db = tmp_path / "bad.db"
+    async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
+        result = await rt.run(_chatty(3), {})
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE log_chunks SET data = CAST(? AS BLOB) "
+                     "WHERE channel = 'history:step' AND seq = 1",
+                     (b'[{"__df_messages__":[40,2]}]',))
+    async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
+        with pytest.raises(CheckpointCorruptedError, match="history:step"):
+            await rt.get_state(result.run_id)

@@ -50,6 +50,7 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._context import Interrupt, TaskIO
+from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
 from ._preflight import preflight
 from ._state import (
@@ -132,6 +133,8 @@ class ThreadRunner:
         self.top = thread == ""
         self.max_supersteps = max_supersteps or workflow.max_supersteps
         self._takes_ctx = {nid: spec.takes_ctx for nid, spec in workflow.nodes.items()}
+        # histories refer to the messages log when it is one (``_histories``)
+        self._history_refs = MESSAGES in self.schema.fields and self.schema.fields[MESSAGES].is_log
         self._fresh: str | None = None  # the checkpoint first_checkpoint made: nothing recorded
 
     def qualify(self, node: str) -> str:
@@ -452,7 +455,9 @@ class ThreadRunner:
         lww: dict[str, str] = {}
         changed: dict[str, bytes | None] = {}
         appended: dict[str, list[bytes]] = {}
+        refs = self._history_refs
         for r in writes:
+            start = len(values.get(MESSAGES, ())) if refs else 0  # where its messages go
             for name, value in r.update.items():
                 spec = self.schema.field(r.node, name)
                 if spec.is_lww:
@@ -470,7 +475,7 @@ class ThreadRunner:
             if r.history:
                 histories[r.node] = grown.append(histories.get(r.node, ()), r.history)
                 appended.setdefault(history_channel(r.node), []).append(
-                    r.history_bytes or b"[]")
+                    history_chunk(r, start) if refs else r.history_bytes or b"[]")
         return changed, appended
 
     async def commit_state(

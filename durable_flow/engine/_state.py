@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -14,6 +15,7 @@ from ..model._frozen import FrozenList, LogBuffer, freeze
 from ..model._messages import Message
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
+from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "LogGrowth", "ThreadState", "corrupted", "decode_checkpoint",
@@ -99,34 +101,60 @@ def corrupted(run_id: str, checkpoint_id: str, exc: BaseException,
 
 def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
     """Plain values and node histories of a checkpoint, without any schema."""
+    raw = _raw_values(loaded)
+    validated: list[list[Message]] = []
+
+    def messages() -> list[Message]:  # the log histories refer to, validated once
+        if not validated:
+            validated.append(_MESSAGES.validate_python(raw.get(MESSAGES, [])))
+        return validated[0]
+
+    return raw, _histories(loaded, messages)
+
+
+def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
+    """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
+    raw = _raw_values(loaded)
+    try:
+        state = schema.cls.model_validate(raw)
+    except DAMAGE as exc:  # a ValidationError is a ValueError
+        raise corrupted(loaded.meta.run_id, loaded.meta.id, exc) from None
+    histories = _histories(loaded, lambda: getattr(state, MESSAGES, None) or [])
+    return ThreadState(meta=loaded.meta, values=_frozen_values(schema, state),
+                       histories={n: FrozenList(h) for n, h in histories.items()},
+                       value_bytes=dict(loaded.values))
+
+
+def _raw_values(loaded: LoadedCheckpoint) -> dict[str, Any]:
+    """The plain values of a checkpoint: value channels and logs other than histories."""
     meta = loaded.meta
     channel = ""
     try:
         raw: dict[str, Any] = {}
         for channel, data in loaded.values.items():
             raw[channel] = decode(data)
-        histories: dict[str, list[Message]] = {}
         for channel, length in meta.log_lengths.items():
-            chunks = loaded.logs.get(channel, [])
-            if channel.startswith(HISTORY_PREFIX):
-                histories[channel[len(HISTORY_PREFIX):]] = _messages(chunks, length)
-            else:
-                raw[channel] = _concat(chunks, length)
+            if not channel.startswith(HISTORY_PREFIX):
+                raw[channel] = _concat(loaded.logs.get(channel, []), length)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
-    return raw, histories
+    return raw
 
 
-def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
-    """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
-    raw, histories = decode_raw(loaded)
+def _histories(loaded: LoadedCheckpoint,
+               messages: Callable[[], Sequence[Any]]) -> dict[str, list[Message]]:
+    """The node histories of a checkpoint, references expanded from ``messages``."""
+    meta = loaded.meta
+    histories: dict[str, list[Message]] = {}
+    channel = ""
     try:
-        state = schema.cls.model_validate(raw)
-    except DAMAGE as exc:  # a ValidationError is a ValueError
-        raise corrupted(loaded.meta.run_id, loaded.meta.id, exc) from None
-    return ThreadState(meta=loaded.meta, values=_frozen_values(schema, state),
-                       histories={n: FrozenList(h) for n, h in histories.items()},
-                       value_bytes=dict(loaded.values))
+        for channel, length in meta.log_lengths.items():
+            if channel.startswith(HISTORY_PREFIX):
+                histories[channel[len(HISTORY_PREFIX):]] = _messages(
+                    loaded.logs.get(channel, []), length, messages)
+    except DAMAGE as exc:
+        raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
+    return histories
 
 
 def _frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
@@ -137,15 +165,25 @@ def _frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
     return {name: freeze(value) for name, value in values.items()}
 
 
-def _messages(chunks: list[bytes], length: int) -> list[Message]:
-    """A node history; untagged JSON is validated straight from bytes (no dicts built)."""
+def _messages(chunks: list[bytes], length: int,
+              messages: Callable[[], Sequence[Any]]) -> list[Message]:
+    """A node history; untagged JSON is validated straight from bytes (no dicts built).
+
+    References to the messages log are expanded from ``messages`` (validated
+    messages pass through validation as they are).
+    """
     joined = _joined(chunks)
+    if has_refs(joined):
+        items = decode(joined)
+        if not isinstance(items, list):
+            raise ValueError("a log chunk is not a JSON array")
+        return _MESSAGES.validate_python(expand(items, messages, length))
     if TAG_BYTES in joined:
         return _MESSAGES.validate_python(_concat(chunks, length))
-    messages = _MESSAGES.validate_json(joined)
-    if not 0 <= length <= len(messages):
-        raise ValueError(f"log has {len(messages)} items, checkpoint expects {length}")
-    return messages[:length]
+    history = _MESSAGES.validate_json(joined)
+    if not 0 <= length <= len(history):
+        raise ValueError(f"log has {len(history)} items, checkpoint expects {length}")
+    return history[:length]
 
 
 def _joined(chunks: list[bytes]) -> bytes:
@@ -171,11 +209,26 @@ def _concat(chunks: list[bytes], length: int) -> list[Any]:
 
 
 def log_items(loaded: LoadedCheckpoint, channel: str) -> list[Any]:
-    """The plain items a checkpoint sees in one log channel; raises CheckpointCorruptedError."""
+    """The plain items a checkpoint sees in one log channel; raises CheckpointCorruptedError.
+
+    A history's references to the messages log are expanded (as plain items).
+    """
     try:
-        return _concat(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel])
+        chunks = loaded.logs.get(channel, [])
+        length = loaded.meta.log_lengths[channel]
+        if channel.startswith(HISTORY_PREFIX) and has_refs(joined := _joined(chunks)):
+            log = partial(log_items, loaded, MESSAGES)
+            return expand(_list(decode(joined)), lambda: log() if MESSAGES in
+                          loaded.meta.log_lengths else [], length)
+        return _concat(chunks, length)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc, f"channel {channel!r}") from None
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError("a log chunk is not a JSON array")
+    return value
 
 
 def _reason(exc: BaseException) -> str:

@@ -8,8 +8,8 @@ process; use ``SqliteStore`` for durability.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
-import heapq
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -81,6 +81,9 @@ class MemoryStore:
         self._runs: dict[str, RunRecord] = {}
         self._checkpoints: dict[str, CheckpointMeta] = {}
         self._threads: dict[tuple[str, str], list[str]] = {}
+        # threads whose ids were not added in increasing order (ids made elsewhere):
+        # their pages are found by a scan instead of a bisection
+        self._unsorted: set[tuple[str, str]] = set()
         self._values: dict[tuple[str, str, str, int], bytes] = {}
         self._appends: dict[tuple[str, str], list[tuple[int, str, bytes]]] = {}
         self._task_writes: dict[tuple[str, str], dict[str, TaskWrite]] = {}
@@ -338,14 +341,22 @@ class MemoryStore:
         before: str | None = None, limit: int | None = None,
     ) -> list[CheckpointMeta]:
         """Checkpoint metadata of a run, newest first; a page of them."""
-        ids = [cid for (run, th), cids in self._threads.items()
-               if run == run_id and (thread is None or th == thread) for cid in cids]
-        rows = [m for m in map(self._checkpoints.__getitem__, ids)
-                if (namespace is None or m.namespace == namespace)
-                and (before is None or m.id < before)]
-        if limit is not None:
-            return heapq.nlargest(limit, rows, key=lambda m: m.id)
-        return sorted(rows, key=lambda m: m.id, reverse=True)
+        keys = [key for key in self._threads if key[0] == run_id] \
+            if thread is None else [(run_id, thread)]
+        rows: list[CheckpointMeta] = []
+        for key in keys:
+            ids = self._threads.get(key, [])
+            if not ids or (namespace is not None
+                           and self._checkpoints[ids[0]].namespace != namespace):
+                continue  # a thread's checkpoints share its namespace
+            if key in self._unsorted:
+                rows.extend(self._checkpoints[c] for c in ids if before is None or c < before)
+                continue
+            end = len(ids) if before is None else bisect.bisect_left(ids, before)
+            start = 0 if limit is None else max(0, end - limit)  # a page: its newest ids
+            rows.extend(self._checkpoints[c] for c in ids[start:end])
+        rows.sort(key=lambda m: m.id, reverse=True)
+        return rows if limit is None else rows[:limit]
 
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
@@ -530,7 +541,10 @@ class MemoryStore:
     def _insert_checkpoint(self, cp: CheckpointWrite) -> None:
         meta = cp.meta
         self._checkpoints[meta.id] = meta
-        self._threads.setdefault((meta.run_id, meta.thread), []).append(meta.id)
+        ids = self._threads.setdefault((meta.run_id, meta.thread), [])
+        if ids and meta.id < ids[-1]:
+            self._unsorted.add((meta.run_id, meta.thread))
+        ids.append(meta.id)
         for channel, data in cp.values.items():
             self._values[(meta.run_id, meta.thread, channel, meta.seq)] = data
         chunks = self._appends.setdefault((meta.run_id, meta.thread), [])
