@@ -33,6 +33,7 @@ from queue import SimpleQueue
 from threading import Thread
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._logs import get_logger
 from ..errors import InvalidInputError, StoreError
 from .sql import _migrate
 from .sql._base import Execute, ExecuteMany, Fetch, FetchEach, Notify, Op, SqlStore, Tx, drive
@@ -61,6 +62,10 @@ _PRAGMAS = frozenset({"journal_mode", "synchronous", "busy_timeout"})
 # SQLite keeps the busy timeout in milliseconds in a C int; a larger value
 # silently becomes 0 (no waiting at all).
 _MAX_BUSY_TIMEOUT = (2**31 - 1) // 1000
+#: Write transactions between two checkpoints of the log (a superstep commit
+#: writes a few pages; SQLite's own threshold is 1,000 pages).
+CHECKPOINT_EVERY = 100
+_log = get_logger()
 
 
 def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
@@ -77,6 +82,11 @@ def _open(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connectio
         # power loss. NORMAL syncs only at checkpoints: faster, never corrupt,
         # but the last commits may roll back after a power loss.
         conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous]}")
+        # No checkpoint inside a commit: SQLite would copy the log into the file
+        # (and sync it) in the commit that crosses its threshold, a superstep
+        # many times slower than the others. The reader's thread checkpoints
+        # instead, beside the commits (_SqliteDriver._after_write).
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
     except BaseException:
         conn.close()
         raise
@@ -221,6 +231,8 @@ class _SqliteDriver:
         self._path = path
         self._busy_timeout = busy_timeout
         self._closed = False
+        self._writes = 0
+        self._checkpoint: asyncio.Future[None] | None = None
 
     def _worker(self, write: bool) -> _Worker:
         if self._closed:
@@ -229,7 +241,47 @@ class _SqliteDriver:
 
     async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
         # local connections: a COMMIT either returns or raises, never leaves a doubt
-        return await self._worker(write).run(partial(self._transact, tx, write))
+        result = await self._worker(write).run(partial(self._transact, tx, write))
+        if write:
+            self._after_write()
+        return result
+
+    def _after_write(self) -> None:
+        """Every ``CHECKPOINT_EVERY`` writes, checkpoint the log beside the commits.
+
+        At most one checkpoint is under way at a time (:meth:`_checkpoint_log`).
+        """
+        self._writes += 1
+        if self._writes % CHECKPOINT_EVERY or self._checkpoint is not None or self._closed:
+            return
+        task = asyncio.ensure_future(self._checkpoint_log())
+        self._checkpoint = task
+
+        def done(t: asyncio.Future[None]) -> None:
+            self._checkpoint = None
+            if not t.cancelled() and (exc := t.exception()) is not None:
+                _log.warning("sqlite_checkpoint_failed", path=self._path, error=str(exc))
+
+        task.add_done_callback(done)
+
+    async def _checkpoint_log(self) -> None:
+        """Copy the log into the file, so that it starts over instead of growing.
+
+        The reader's thread copies the bulk with a PASSIVE checkpoint, which
+        never takes the write lock: commits go on beside it. SQLite starts the
+        log over only at a write that finds every frame copied, which a busy
+        writer never lets happen; so the writer's thread then copies the few
+        frames committed meanwhile, between two of its transactions.
+        """
+        await self._reader.run(partial(self._passive, write=False))
+        if not self._closed:
+            await self._writer.run(partial(self._passive, write=True))
+
+    def _passive(self, *, write: bool) -> None:
+        """``PRAGMA wal_checkpoint(PASSIVE)`` on one thread's connection (on that thread)."""
+        if not self._closed:
+            conn = self._conn if write else self._read_conn()
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _read_conn(self) -> sqlite3.Connection:
         """The reader's connection, opened by the first read (on the reader's thread)."""
@@ -276,6 +328,9 @@ class _SqliteDriver:
         connection open nor a thread running.
         """
         self._closed = True
+        if self._checkpoint is not None:  # under way: let it finish (it stops at once)
+            with contextlib.suppress(Exception):
+                await self._checkpoint
         try:
             await self._writer.run(self._conn.close)
         finally:

@@ -245,3 +245,32 @@ async def test_a_failing_close_still_closes_the_reader_and_stops_both_threads(
         assert not thread.is_alive()
     async with store:
         assert await store.get_run("r1") == make_run("r1")
+
+
+async def test_the_log_is_checkpointed_beside_the_commits_not_inside_them(tmp_path: Path) -> None:
+    """No commit pays for a checkpoint; the reader's thread keeps the log from growing."""
+    from durable_flow.store import _sqlite
+
+    db = tmp_path / "wal.db"
+    async with SqliteStore(db, synchronous="normal") as store:
+        assert await store.driver.call(
+            lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+        chain, lease = await start_run(store, "r1")
+        commits = 20 * _sqlite.CHECKPOINT_EVERY
+        for i in range(commits):
+            await store.commit(Commit(lease, checkpoint=chain.next(
+                values={"n": i}, appends={"log": ["x" * 300]})))
+        for _ in range(200):  # the last queued checkpoint runs on the reader's thread
+            if store.driver._checkpoint is None:
+                break
+            await asyncio.sleep(0.01)
+        conn = sqlite3.connect(db)
+        try:  # frames in the log now: only those since the last checkpoint restarted it
+            _busy, frames, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            conn.close()
+        # every commit writes several pages (ten here): without checkpoints the log would
+        # hold all of them, with them only those of the last hundred commits or so
+        assert 0 <= frames < commits, frames
+        loaded = await store.load_checkpoint("r1", chain.head.id)
+        assert state_of(loaded) == chain.expected[chain.head.id]
