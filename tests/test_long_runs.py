@@ -235,3 +235,21 @@ async def test_a_history_reference_outside_the_log_is_reported_as_damage(tmp_pat
     async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
         with pytest.raises(CheckpointCorruptedError, match="history:step"):
             await rt.get_state(result.run_id)
+
+
+def test_expanding_references_keeps_order_gaps_and_what_was_remembered() -> None:
+    from durable_flow.engine._histories import expand
+
+    log = [f"m{i}" for i in range(10)]
+    ref = "__df_messages__"
+    # one node's messages, contiguous: one slice; cut to the checkpoint's length
+    assert expand([{ref: [0, 2]}, {ref: [2, 3]}], lambda: log, 4) == ["m0", "m1", "m2", "m3"]
+    # interleaved with another node's messages (gaps) and remembered items
+    items = [{"role": "system"}, {ref: [1, 2]}, {ref: [6, 1]}, {"role": "user"}]
+    assert expand(items, lambda: log, 5) == [{"role": "system"}, "m1", "m2", "m6",
+                                             {"role": "user"}]
+    for bad in ([{ref: [9, 2]}], [{ref: [-1, 1]}], [{ref: [0, "2"]}], [{ref: [0]}]):
+        with pytest.raises(ValueError):
+            expand(bad, lambda: log, 2)
+    with pytest.raises(ValueError):  # shorter than the checkpoint says
+        expand([{ref: [0, 1]}], lambda: log, 2)

@@ -13,6 +13,7 @@ migrations write, hold the messages themselves; both read back the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from ..model._serde import encode
@@ -60,28 +61,46 @@ def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int)
     expanded; a reference outside the log, or a history shorter than
     ``length``, raises ``ValueError``.
     """
+    refs = [item.get(_KEY) if type(item) is dict and len(item) == 1 else None for item in items]
+    if refs and None not in refs and _contiguous(refs):
+        # a node that only ever returned its messages: its history is one slice of the log
+        first = _ref(refs[0])[0]
+        log = messages()
+        if first + length > len(log) or _covered(refs) < length:
+            raise ValueError(f"a history of {length} refers past a log of {len(log)}")
+        return list(log[first:first + length])
     out: list[Any] = []
-    log: Sequence[Any] | None = None
-    for item in items:
+    log_: Sequence[Any] | None = None
+    for item, ref in zip(items, refs, strict=True):
         if len(out) >= length:
             break
-        if type(item) is dict and len(item) == 1 and _KEY in item:
-            start, count = _ref(item[_KEY])
-            count = min(count, length - len(out))
-            log = messages() if log is None else log
-            if start + count > len(log):
-                raise ValueError(f"a history refers to messages {start}..{start + count - 1} "
-                                 f"of a log of {len(log)}")
-            out.extend(log[start:start + count])
-        else:
+        if ref is None:
             out.append(item)
+            continue
+        start, count = _ref(ref)
+        count = min(count, length - len(out))
+        log_ = messages() if log_ is None else log_
+        if start + count > len(log_):
+            raise ValueError(f"a history refers to messages {start}..{start + count - 1} "
+                             f"of a log of {len(log_)}")
+        out.extend(log_[start:start + count])
     if len(out) < length:
         raise ValueError(f"log has {len(out)} items, checkpoint expects {length}")
     return out
 
 
+def _contiguous(refs: list[Any]) -> bool:
+    """Whether well-formed references follow each other without a gap."""
+    pairs = [_ref(r) for r in refs]
+    return all(a[0] + a[1] == b[0] for a, b in pairwise(pairs))
+
+
+def _covered(refs: list[Any]) -> int:
+    return sum(r[1] for r in refs)
+
+
 def _ref(value: Any) -> tuple[int, int]:
-    if (type(value) is list and len(value) == 2 and all(type(v) is int for v in value)
-            and value[0] >= 0 and value[1] > 0):
+    if (type(value) is list and len(value) == 2 and type(value[0]) is int
+            and type(value[1]) is int and value[0] >= 0 and value[1] > 0):
         return value[0], value[1]
     raise ValueError(f"a history reference is not [start, count]: {value!r:.60}")

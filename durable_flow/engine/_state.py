@@ -106,7 +106,7 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
 
     def messages() -> list[Message]:  # the log histories refer to, validated once
         if not validated:
-            validated.append(_MESSAGES.validate_python(raw.get(MESSAGES, [])))
+            validated.append(_messages_log(loaded))
         return validated[0]
 
     return raw, _histories(loaded, messages)
@@ -114,7 +114,13 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
 
 def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
     """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
-    raw = _raw_values(loaded)
+    own = schema.cls.model_fields.get(MESSAGES)
+    typed = (MESSAGES in loaded.meta.log_lengths and own is not None
+             and own.annotation == Blackboard.model_fields[MESSAGES].annotation)
+    # the messages log, the longest, is validated straight from its bytes
+    raw = _raw_values(loaded, skip=MESSAGES if typed else None)
+    if typed:
+        raw[MESSAGES] = _messages_log(loaded)
     try:
         state = schema.cls.model_validate(raw)
     except DAMAGE as exc:  # a ValidationError is a ValueError
@@ -125,7 +131,7 @@ def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadSt
                        value_bytes=dict(loaded.values))
 
 
-def _raw_values(loaded: LoadedCheckpoint) -> dict[str, Any]:
+def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, Any]:
     """The plain values of a checkpoint: value channels and logs other than histories."""
     meta = loaded.meta
     channel = ""
@@ -134,11 +140,23 @@ def _raw_values(loaded: LoadedCheckpoint) -> dict[str, Any]:
         for channel, data in loaded.values.items():
             raw[channel] = decode(data)
         for channel, length in meta.log_lengths.items():
-            if not channel.startswith(HISTORY_PREFIX):
+            if not channel.startswith(HISTORY_PREFIX) and channel != skip:
                 raw[channel] = _concat(loaded.logs.get(channel, []), length)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
     return raw
+
+
+def _messages_log(loaded: LoadedCheckpoint) -> list[Message]:
+    """The thread's ``messages`` log as ``Message`` objects (empty when it has none)."""
+    length = loaded.meta.log_lengths.get(MESSAGES)
+    if length is None:
+        return []
+    try:
+        return _messages(loaded.logs.get(MESSAGES, []), length, list)
+    except DAMAGE as exc:
+        raise corrupted(loaded.meta.run_id, loaded.meta.id, exc,
+                        f"channel {MESSAGES!r}") from None
 
 
 def _histories(loaded: LoadedCheckpoint,
