@@ -253,3 +253,46 @@ def test_expanding_references_keeps_order_gaps_and_what_was_remembered() -> None
             expand(bad, lambda: log, 2)
     with pytest.raises(ValueError):  # shorter than the checkpoint says
         expand([{ref: [0, 1]}], lambda: log, 2)
+
+
+_QUIET_RUN = """
+import asyncio, json
+from durable_flow import MemoryStore, Message, Runtime, WorkflowBuilder
+from durable_flow.model import _records
+from durable_flow.runtime._tracing import otel_available, run_trace
+
+built = []
+original = _records.Event.__init__
+def counting(self, *args, **kwargs):
+    built.append(1)
+    original(self, *args, **kwargs)
+_records.Event.__init__ = counting
+
+b = WorkflowBuilder("quiet")
+b.add_node("a", lambda s: {"messages": [Message(role="user", content="hi")]})
+b.set_entry("a")
+async def main():
+    async with Runtime(MemoryStore()) as rt:
+        assert (await rt.run(b.build(), {})).status.value == "completed"
+        plain = len(built)
+        kinds = [e.kind async for e in rt.stream(b.build(), {})]
+        return plain, len(built) - plain, kinds
+plain, streamed, kinds = asyncio.run(main())
+print(json.dumps({"plain": plain, "streamed": streamed, "kinds": kinds,
+                  "traced": run_trace("r", "w") is not None, "otel": otel_available()}))
+"""
+
+
+def test_an_execution_nobody_logs_traces_or_streams_builds_no_events() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _QUIET_RUN], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    # the plain run built at most its final event; the streamed one every event
+    assert seen["plain"] <= 1 and seen["streamed"] >= 4, seen
+    assert "node_completed" in seen["kinds"]
+    assert seen["otel"] and not seen["traced"]  # the API, but no tracer provider set

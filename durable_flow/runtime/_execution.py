@@ -69,7 +69,9 @@ class Executor:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         # every event is logged and traced; a stream also gets it
         observer = RunObserver(lease, workflow.name, queue.put_nowait if events else None)
-        rc = RunContext(self.store, lease, workflow.name, observer.emit)
+        # an execution nobody logs, traces or streams builds no events at all
+        rc = RunContext(self.store, lease, workflow.name,
+                        observer.emit if observer.listening else None)
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
         renew = asyncio.create_task(self._renew(rc))

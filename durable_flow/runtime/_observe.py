@@ -66,6 +66,11 @@ class RunObserver:
             self.log.debug("lease_acquired", owner=lease.owner, epoch=lease.epoch,
                            expires_at=lease.expires_at.isoformat(), workflow=workflow_name)
 
+    @property
+    def listening(self) -> bool:
+        """Whether any event is used: logged (structlog configured), traced or streamed."""
+        return self._verbose or self._trace is not None or self._sink is not None
+
     def emit(self, event: Event) -> None:
         """The event sink: log, trace, then forward ``event``."""
         if self._verbose:

@@ -40,8 +40,18 @@ def otel_available() -> bool:
 
 
 def run_trace(run_id: str, workflow_name: str) -> RunTrace | None:
-    """A trace for one execution of ``run_id``, or None without OpenTelemetry."""
-    return RunTrace(run_id, workflow_name) if otel_available() else None
+    """A trace for one execution of ``run_id``, or None when nothing would record it.
+
+    None without OpenTelemetry, and with its API but no tracer provider set
+    (its spans would record nothing): that execution builds no spans.
+    """
+    if not otel_available():
+        return None
+    from opentelemetry import trace
+
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return RunTrace(run_id, workflow_name)
 
 
 def _ns(dt: Any) -> int:
