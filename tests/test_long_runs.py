@@ -22,6 +22,7 @@ from durable_flow import (
     RunStatus,
     Runtime,
     SqliteStore,
+    StoreError,
     WorkflowBuilder,
     add,
     append,
@@ -296,3 +297,44 @@ def test_an_execution_nobody_logs_traces_or_streams_builds_no_events() -> None:
     assert seen["plain"] <= 1 and seen["streamed"] >= 4, seen
     assert "node_completed" in seen["kinds"]
     assert seen["otel"] and not seen["traced"]  # the API, but no tracer provider set
+
+
+class _FlakyCommits(MemoryStore):
+    """A store whose next commit fails the way a lost connection does."""
+
+    fail_next = False
+    failed = 0
+
+    async def commit(self, commit: Any) -> None:
+        if self.fail_next and commit.checkpoint is not None:
+            self.fail_next = False
+            self.failed += 1
+            raise StoreError("PostgreSQL is unreachable (retried for 30s): connection refused")
+        await super().commit(commit)
+
+
+async def test_a_store_error_in_a_commit_stops_the_run_like_a_crash_never_fails_it() -> None:
+    """The store's trouble is not the workflow's: the run stays resumable."""
+    store = _FlakyCommits()
+    steps: list[int] = []
+    b = WorkflowBuilder("flaky", state=Notes)
+
+    @b.node()
+    async def step(state: Notes, ctx: Any) -> dict[str, Any]:
+        await ctx.step("work", steps.append, state.count)
+        if state.count == 2 and not store.failed:
+            store.fail_next = True
+        return {"notes": [f"n{state.count}"], "count": 1}
+
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < 5)
+    workflow = b.build()
+    async with Runtime(store) as rt:
+        with pytest.raises(StoreError):
+            await rt.run(workflow, {}, run_id="flaky")
+        info = (await rt.list_runs())[0]
+        assert info.status is RunStatus.RUNNING and info.error is None
+        result = await rt.resume(workflow, "flaky")
+    assert result.status is RunStatus.COMPLETED
+    assert list(result.state.notes) == [f"n{i}" for i in range(5)]
+    assert steps == [0, 1, 2, 3, 4]  # the recorded step of the lost superstep is not run again

@@ -25,6 +25,7 @@ from ..errors import (
     CheckpointNotFoundError,
     ConflictingUpdateError,
     LeaseLostError,
+    StoreError,
     SubworkflowError,
     SuperstepLimitError,
 )
@@ -233,6 +234,8 @@ class ThreadRunner:
         except LeaseLostError:
             raise
         except Exception as exc:  # a conflict or a routing error fails the run
+            if type(exc) is StoreError:  # the store's own trouble: a crash (resumable)
+                raise
             return await self._fail(st, exc, None, unsaved, [])
 
     async def _recorded(
@@ -352,8 +355,9 @@ class ThreadRunner:
         except (LeaseLostError, CheckpointCorruptedError):
             raise  # the store's trouble, not the node's: stop the run, record nothing
         except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and cancelled_from_outside():
-                raise  # the run is being stopped; a node raising CancelledError just fails
+            if type(exc) is StoreError or (isinstance(exc, asyncio.CancelledError)
+                                           and cancelled_from_outside()):
+                raise  # the store failing, or the run stopped: a crash, not the node's error
             log.error("node_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             self.rc.emit("node_failed", self.namespace, step, qual,
                          error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,
