@@ -322,7 +322,21 @@ class EventTimeoutError(DurableFlowError):
 
 
 class StoreError(DurableFlowError):
-    """The checkpoint store failed."""
+    """The checkpoint store failed.
+
+    ``unavailable`` is True when the store could not be reached (or a
+    connection was lost mid-commit): a run that meets it stops like a crash
+    and stays resumable, instead of being marked failed.
+    """
+
+    unavailable: bool = False
+
+    @classmethod
+    def lost(cls, message: str) -> StoreError:
+        """A ``StoreError`` for a store that could not be reached."""
+        err = cls(message)
+        err.unavailable = True
+        return err
 
 
 class SerializationError(StoreError):

@@ -309,7 +309,7 @@ class _FlakyCommits(MemoryStore):
         if self.fail_next and commit.checkpoint is not None:
             self.fail_next = False
             self.failed += 1
-            raise StoreError("PostgreSQL is unreachable (retried for 30s): connection refused")
+            raise StoreError.lost("PostgreSQL is unreachable (retried for 30s): refused")
         await super().commit(commit)
 
 

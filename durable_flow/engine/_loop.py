@@ -234,7 +234,7 @@ class ThreadRunner:
         except LeaseLostError:
             raise
         except Exception as exc:  # a conflict or a routing error fails the run
-            if type(exc) is StoreError:  # the store's own trouble: a crash (resumable)
+            if isinstance(exc, StoreError) and exc.unavailable:  # unreachable: a crash
                 raise
             return await self._fail(st, exc, None, unsaved, [])
 
@@ -355,9 +355,9 @@ class ThreadRunner:
         except (LeaseLostError, CheckpointCorruptedError):
             raise  # the store's trouble, not the node's: stop the run, record nothing
         except (Exception, asyncio.CancelledError) as exc:
-            if type(exc) is StoreError or (isinstance(exc, asyncio.CancelledError)
-                                           and cancelled_from_outside()):
-                raise  # the store failing, or the run stopped: a crash, not the node's error
+            if (isinstance(exc, StoreError) and exc.unavailable) or (
+                    isinstance(exc, asyncio.CancelledError) and cancelled_from_outside()):
+                raise  # the store unreachable, or the run stopped: a crash, not the node's
             log.error("node_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             self.rc.emit("node_failed", self.namespace, step, qual,
                          error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,

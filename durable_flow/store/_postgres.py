@@ -216,7 +216,7 @@ class _PostgresDriver:
     def _store_error(self, exc: BaseException) -> StoreError:
         detail = str(exc.__cause__ if isinstance(exc, _ConnectionLost) else exc)
         if self._lost(exc):
-            return StoreError(f"PostgreSQL is unreachable (retried for "
+            return StoreError.lost(f"PostgreSQL is unreachable (retried for "
                               f"{self._reconnect_timeout:g}s): {detail}")
         return StoreError(f"PostgreSQL failed: {type(exc).__name__}: {detail}")
 
@@ -252,7 +252,7 @@ class _PostgresDriver:
                 raise  # the server refused to commit: nothing was written
             if idempotent:  # committed or not, running it again leaves the same rows
                 raise _ConnectionLost() from exc
-            raise StoreError("the connection to PostgreSQL was lost during COMMIT: the "
+            raise StoreError.lost("the connection to PostgreSQL was lost during COMMIT: the "
                              f"transaction may or may not have committed ({exc})") from exc
 
     async def fetch(self, sql: str, *params: object) -> list[Any]:
