@@ -50,6 +50,7 @@ from ..store._protocols import (
     StepRow,
     TaskWrite,
 )
+from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
@@ -502,7 +503,7 @@ class ThreadRunner:
             data = data if data is not None else encode_field("<merge>", name, values[name])
             if value_bytes.get(name) != data:
                 vals[name] = value_bytes[name] = data
-        appends = {ch: _join_arrays(chunks) for ch, chunks in appended.items()}
+        appends = {ch: join_arrays(chunks) for ch, chunks in appended.items()}
         lengths = dict(base.log_lengths)
         for ch in appended:
             node = ch.removeprefix("history:") if ch.startswith("history:") else None
@@ -590,11 +591,3 @@ async def _stop(pending: set[asyncio.Task[TaskResult]], flusher: asyncio.Task[No
         await asyncio.wait(tasks)
     if flusher is not None and not flusher.cancelled():
         flusher.exception()
-
-
-def _join_arrays(chunks: list[bytes]) -> bytes:
-    """Concatenate JSON arrays given as bytes without decoding them."""
-    if len(chunks) == 1:
-        return chunks[0]
-    inner = [c[1:-1] for c in chunks if len(c) > 2]
-    return b"[" + b",".join(inner) + b"]"
