@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench bench-fleet bench-long clean
+.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,11 @@ bench-fleet: $(STAMP)
 bench-long: $(STAMP)
 	$(BIN)/python -m pip install -q -r bench/requirements.txt
 	$(BIN)/python bench/longrun.py
+
+# import durable_flow and `durable-flow runs` in fresh processes (targets 150 / 400 ms);
+# writes its section of bench/RESULTS.md (under a minute).
+bench-startup: $(STAMP)
+	$(BIN)/python bench/imports.py --write
 
 clean:
 	rm -rf $(VENV) demo.db site

@@ -7,8 +7,9 @@ ours, theirs, ours, theirs... for every repetition.
 
 Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
-when the file is regenerated, and so are the sections ``bench/fleet.py``
-and ``bench/longrun.py`` write (between the ``fleet`` and ``longrun`` markers).
+when the file is regenerated, and so are the sections ``bench/fleet.py``,
+``bench/longrun.py`` and ``bench/imports.py`` write (between the ``fleet``,
+``longrun`` and ``startup`` markers).
 
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
@@ -718,7 +719,7 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
 
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
-    for name in ("fleet", "longrun"):
+    for name in ("fleet", "longrun", "startup"):
         kept = _kept_section(out_dir / "RESULTS.md", name)
         if kept:
             lines += [kept, ""]

@@ -59,9 +59,10 @@ NOT_FOR_RUNS = ("sqlalchemy", "sqlmodel", "alembic", "structlog", "tenacity", "d
                 "durable_flow.build")
 
 
-def test_runs_imports_no_other_command_nor_the_engine(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_runs", [False, True])
+def test_runs_imports_no_other_command_nor_the_engine(tmp_path: Path, with_runs: bool) -> None:
     db = tmp_path / "head.db"
-    asyncio.run(_setup(db))
+    asyncio.run(_two_runs(db) if with_runs else _setup(db))
     code = ("import runpy, sys\n"
             "sys.argv = ['durable-flow', '--db', sys.argv[1], 'runs']\n"
             "try:\n    runpy.run_module('durable_flow', run_name='__main__')\n"
@@ -72,12 +73,15 @@ def test_runs_imports_no_other_command_nor_the_engine(tmp_path: Path) -> None:
     subprocess.run(run, capture_output=True, timeout=60, check=True)  # fills the statement cache
     out = subprocess.run(run, capture_output=True, text=True, timeout=60,
                          check=True).stdout.splitlines()
-    assert out[0] == "no runs"
-    loaded = {m.rsplit(".", 1)[1] for m in ast.literal_eval(out[1])}
+    if with_runs:  # the table, one row per run
+        assert sum(" completed " in line for line in out) == 4
+    else:
+        assert out[0] == "no runs"
+    loaded = {m.rsplit(".", 1)[1] for m in ast.literal_eval(out[-2])}
     assert {"_app", "_reading"} <= loaded
     assert loaded.isdisjoint({"_control", "_running", "_follow", "_progress", "_tools", "_prune",
                               "_worker", "_ui", "_events"})
-    assert ast.literal_eval(out[2]) == []
+    assert ast.literal_eval(out[-1]) == []
 
 
 def test_runs_lists_what_the_runtime_lists(tmp_path: Path) -> None:
