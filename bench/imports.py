@@ -197,8 +197,10 @@ def render(res: Results, repeat: int) -> str:
     lines += ["", "What a listing costs beyond the interpreter is mostly third-party imports: "
               "typer (its option coercion imports pydantic), asyncio (aiosqlite) and rich's "
               "table; SQLAlchemy, alembic, structlog and the engine are not imported "
-              "(tests/test_cli_startup.py pins that). Without the statement cache the first "
-              "command compiles its statements with SQLAlchemy.", END]
+              "(tests/test_cli_startup.py pins that). The no-cache row has the statement cache "
+              "turned off (`DURABLE_FLOW_CACHE_DIR=`): every command compiles its statements "
+              "with SQLAlchemy. With the cache on, only the first process of an installed "
+              "version that opens a store (a run, a listing) compiles them, and writes them.", END]
     return "\n".join(lines)
 
 
