@@ -4,10 +4,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
+from typing import Annotated, Any
 
+import pytest
 from test_cli import MODULE, as_json, cli, db, ok, one_line_error, project, start  # noqa: F401
+
+from durable_flow import Blackboard, MemoryStore, Runtime, WorkflowBuilder, add
+from durable_flow.cli._db import resolve_checkpoint
+from durable_flow.cli._support import CliError
+from durable_flow.store._protocols import CheckpointMeta
 
 
 def _summary(text: str) -> tuple[int, int]:
@@ -78,3 +86,40 @@ def test_history_shows_superstep_refs_sizes_with_units_and_pages(db: Path) -> No
     newest, older = as_json(cli(db, "history", run_id, "--json"))
     assert as_json(cli(db, "history", run_id, "--limit", "1", "--json")) == [newest]
     assert as_json(cli(db, "history", run_id, "--before", "@1", "--json")) == [older]
+
+
+class _CountingStore(MemoryStore):
+    """A MemoryStore that counts the checkpoints ``list_checkpoints`` returns."""
+
+    listed = 0
+
+    async def list_checkpoints(self, run_id: str, **kwargs: Any) -> list[CheckpointMeta]:
+        page = await super().list_checkpoints(run_id, **kwargs)
+        self.listed += len(page)
+        return page
+
+
+class _Count(Blackboard):
+    count: Annotated[int, add] = 0
+
+
+def test_a_recent_superstep_of_a_long_run_is_found_without_reading_every_checkpoint() -> None:
+    b = WorkflowBuilder("long", state=_Count)
+    b.add_node("step", lambda s: {"count": 1})
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < 1000)
+
+    async def scenario() -> None:
+        store = _CountingStore()
+        async with Runtime(store) as rt:
+            await rt.run(b.build(), run_id="long", max_supersteps=2000)
+            ids = {m.superstep: m.id for m in await store.list_checkpoints("long")}
+            assert len(ids) == 1001
+            for superstep, most in [(1000, 200), (950, 200), (700, 400), (0, 1001)]:
+                store.listed = 0
+                assert await resolve_checkpoint(rt, "long", f"@{superstep}") == ids[superstep]
+                assert store.listed <= most, (superstep, store.listed)
+            with pytest.raises(CliError, match=r"no checkpoint at superstep 1001 .*0 to 1000"):
+                await resolve_checkpoint(rt, "long", "@1001")
+
+    asyncio.run(scenario())

@@ -175,6 +175,7 @@ async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:
 
 
 _STEP = re.compile(r"^(?P<node>[^@/]*)@(?P<superstep>\d+)$")
+_PAGE = 200  # checkpoints read at a time while looking for a superstep
 
 
 def _steps(ref: str) -> list[tuple[str, int]]:
@@ -196,13 +197,19 @@ async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
         # which is all there is while it is still paused inside
         thread, where = await _subthread(store, run_id, thread, superstep, node, ref)
         superstep = inner_superstep
-    return _at(await store.list_checkpoints(run_id, thread=thread), superstep, where, ref).id
+    async for meta in _newest_first(store, run_id, thread):
+        if meta.superstep == superstep:  # the checkpoint of that superstep on the current chain
+            return meta.id
+    known = sorted({m.superstep for m in await store.list_checkpoints(run_id, thread=thread)})
+    span = f"{known[0]} to {known[-1]}" if known else "none"
+    raise CliError(f"{ref!r}: {where} has no checkpoint at superstep {superstep} "
+                   f"(its supersteps: {span})")
 
 
 async def _subthread(store: CheckpointStore, run_id: str, thread: str, superstep: int,
                      node: str, ref: str) -> tuple[str, str]:
     """The thread of sub-workflow ``node`` run during ``superstep`` of ``thread``."""
-    for base in await store.list_checkpoints(run_id, thread=thread):
+    async for base in _newest_first(store, run_id, thread):
         if base.superstep == superstep - 1 and node in base.next_tasks:
             sub = f"{base.id}/{node}"
             if await store.thread_head(run_id, sub) is not None:
@@ -210,11 +217,19 @@ async def _subthread(store: CheckpointStore, run_id: str, thread: str, superstep
     raise CliError(f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
 
 
-def _at(metas: list[CheckpointMeta], superstep: int, where: str, ref: str) -> CheckpointMeta:
-    for meta in metas:  # newest first: the checkpoint of that superstep on the current chain
-        if meta.superstep == superstep:
-            return meta
-    known = sorted({m.superstep for m in metas})
-    span = f"{known[0]} to {known[-1]}" if known else "none"
-    raise CliError(f"{ref!r}: {where} has no checkpoint at superstep {superstep} "
-                   f"(its supersteps: {span})")
+async def _newest_first(store: CheckpointStore, run_id: str,
+                        thread: str) -> AsyncIterator[CheckpointMeta]:
+    """The checkpoints of ``thread``, newest first, a page at a time.
+
+    A reference to a recent superstep of a long run reads a page or two, not
+    every checkpoint of the run.
+    """
+    before: str | None = None
+    while True:
+        page = await store.list_checkpoints(run_id, thread=thread, before=before,
+                                            limit=_PAGE)
+        for meta in page:
+            yield meta
+        if len(page) < _PAGE:
+            return
+        before = page[-1].id
