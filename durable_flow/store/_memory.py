@@ -358,6 +358,17 @@ class MemoryStore:
         rows.sort(key=lambda m: m.id, reverse=True)
         return rows if limit is None else rows[:limit]
 
+    async def namespace_heads(self, run_id: str) -> list[CheckpointMeta]:
+        """The newest checkpoint of each sub-workflow namespace of a run, by namespace."""
+        newest: dict[str, CheckpointMeta] = {}
+        for key, ids in self._threads.items():
+            if key[0] == run_id and key[1] and ids:
+                meta = self._checkpoints[max(ids) if key in self._unsorted else ids[-1]]
+                current = newest.get(meta.namespace)
+                if current is None or meta.id > current.id:
+                    newest[meta.namespace] = meta
+        return [newest[ns] for ns in sorted(newest)]
+
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None
     ) -> list[RequestRow]:

@@ -243,6 +243,14 @@ class CheckpointLog(Protocol):
         """
         ...
 
+    async def namespace_heads(self, run_id: str) -> list[CheckpointMeta]:
+        """The newest checkpoint of each sub-workflow namespace of a run, by namespace.
+
+        Top-level checkpoints (namespace ``""``) are not read: a long run's
+        sub-workflows are listed without scanning its history.
+        """
+        ...
+
     async def prune(
         self,
         *,

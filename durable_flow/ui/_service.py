@@ -154,11 +154,8 @@ class UiService:
     async def namespaces(self, run_id: str) -> dict[str, RunStatus]:
         """Every sub-workflow namespace of a run, with the status of its newest checkpoint."""
         await self.run(run_id)
-        found: dict[str, RunStatus] = {}
-        for meta in await self.runtime.store.list_checkpoints(run_id):  # newest first
-            if meta.namespace:
-                found.setdefault(meta.namespace, meta.status)
-        return dict(sorted(found.items()))
+        return {meta.namespace: meta.status
+                for meta in await self.runtime.store.namespace_heads(run_id)}
 
     def workflow_for(self, info: RunInfo) -> Workflow | None:
         """The workflow object of a run, if this server was given it."""

@@ -1,7 +1,12 @@
-"""History pages on every store: ``list_checkpoints(before=, limit=)`` reads one page."""
+"""Reading a run's checkpoints on every store without reading all of them.
+
+``list_checkpoints(before=, limit=)`` reads one page; ``namespace_heads``
+lists the sub-workflows past the top level's rows.
+"""
 
 from __future__ import annotations
 
+from durable_flow.model._records import RunStatus
 from durable_flow.store._protocols import CheckpointStore, Commit
 
 from .builders import start_run
@@ -33,3 +38,31 @@ async def test_pages_walk_a_namespace_newest_first_without_gaps(store: Checkpoin
     assert [m.id for m in inner] == [m.id for m in reversed(sub.metas[:3])]
     assert await store.list_checkpoints("r1", namespace="", before=chain.metas[0].id) == []
     assert await store.list_checkpoints("nobody", limit=3) == []
+
+
+async def test_namespace_heads_are_the_newest_checkpoint_of_each_sub_workflow(
+        store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    assert await store.namespace_heads("r1") == []  # the top level is not a namespace
+    for _ in range(8):
+        await store.commit(Commit(lease, checkpoint=chain.next()))
+    first = chain.sub("inner", at_index=2)  # the sub-workflow ran twice: two threads
+    for _ in range(3):
+        await store.commit(Commit(lease, checkpoint=first.next()))
+    second = chain.sub("inner", at_index=6)
+    await store.commit(Commit(lease, checkpoint=second.next()))
+    deep = second.sub("deep")
+    await store.commit(Commit(lease, checkpoint=deep.next(status=RunStatus.WAITING)))
+    alpha = chain.sub("alpha", at_index=1)
+    for _ in range(2):
+        await store.commit(Commit(lease, checkpoint=alpha.next()))
+    other, other_lease = await start_run(store, "r2")
+    await store.commit(Commit(other_lease, checkpoint=other.sub("inner", at_index=0).next()))
+
+    heads = await store.namespace_heads("r1")
+    assert [(m.namespace, m.id) for m in heads] == [
+        ("alpha", alpha.head.id), ("inner", second.head.id), ("inner.deep", deep.head.id)]
+    assert heads[2] == await store.get_checkpoint("r1", deep.head.id)
+    assert heads[2].status is RunStatus.WAITING
+    assert [m.namespace for m in await store.namespace_heads("r2")] == ["inner"]
+    assert await store.namespace_heads("nobody") == []

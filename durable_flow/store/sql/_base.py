@@ -67,6 +67,7 @@ from ._reads import (
     get_task_writes_tx,
     list_checkpoints_tx,
     load_checkpoint_tx,
+    namespace_heads_tx,
     pending_requests_tx,
     thread_head_tx,
 )
@@ -91,7 +92,8 @@ __all__ = [
     "cancel_run_tx", "claim_next_tx", "claim_tx", "commit_tx", "create_run_tx", "drive",
     "drive_async", "execute", "execute_many", "fetch", "fetch_each", "get_checkpoint_tx",
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
-    "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "pending_requests_tx",
+    "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "namespace_heads_tx",
+    "pending_requests_tx",
     "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx", "renew_lease_tx",
     "respond_tx", "thread_head_tx",
 ]
@@ -224,6 +226,10 @@ class SqlStore(abc.ABC):
         return await self.driver.run(
             partial(list_checkpoints_tx, self._q, run_id, namespace, thread, before, limit),
             write=False)
+
+    async def namespace_heads(self, run_id: str) -> list[CheckpointMeta]:
+        """The newest checkpoint of each sub-workflow namespace of a run (an index range)."""
+        return await self.driver.run(partial(namespace_heads_tx, self._q, run_id), write=False)
 
     async def get_requests(
         self, run_id: str, *, open_only: bool = False, checkpoint_id: str | None = None

@@ -49,6 +49,12 @@ def list_checkpoints_tx(
     return [t.checkpoint_from_row(row) for row in rows]
 
 
+def namespace_heads_tx(q: Queries, run_id: str) -> Tx[list[CheckpointMeta]]:
+    """The newest checkpoint of each sub-workflow namespace of a run, by namespace."""
+    rows = yield from fetch(q.cp_namespace_heads, run_id=run_id)
+    return [t.checkpoint_from_row(row) for row in rows]
+
+
 def load_checkpoint_tx(q: Queries, run_id: str, checkpoint_id: str) -> Tx[LoadedCheckpoint]:
     """A checkpoint with every value it references and every log chunk up to it."""
     meta = yield from get_checkpoint_tx(q, run_id, checkpoint_id)

@@ -239,6 +239,15 @@ class Queries:
                             *_where(cps, "namespace"), *_where(cps, "thread"),
                             cps.c.checkpoint_id < bindparam("before", type_=String)]).items()
                         for paged in (False, True)}
+        # each sub-workflow namespace's newest checkpoint: a range of ix_checkpoints_namespace
+        # past the top level's rows (namespace "")
+        newest = (select(cps.c.run_id, cps.c.namespace,
+                         func.max(cps.c.checkpoint_id).label("newest"))
+                  .where(*_where(cps, "run_id"), cps.c.namespace > "")
+                  .group_by(cps.c.run_id, cps.c.namespace).subquery())
+        self.cp_namespace_heads = c(select(cps).join(newest, (cps.c.run_id == newest.c.run_id)
+                                                     & (cps.c.checkpoint_id == newest.c.newest))
+                                    .order_by(cps.c.namespace))
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
             status=bindparam("new_status"), error=bindparam("new_error")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))
