@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from machine import cpu_and_memory
+from sections import markers, replace_section
 
 FLEET_TARGET = 1.8  # 2 workers / 1 worker, I/O-bound
 COMMIT_TARGET = 2.0  # store commit / raw asyncpg transaction, median
-START = "<!-- fleet:start -->"
-END = "<!-- fleet:end -->"
-ANALYSIS_START = "<!-- fleet-analysis:start -->"
-ANALYSIS_END = "<!-- fleet-analysis:end -->"
+START, END = markers("fleet")
+ANALYSIS_START, ANALYSIS_END = markers("fleet-analysis")
 WORKLOAD = {"io": "I/O-bound (each node awaits 20 ms)", "cpu": "CPU-light (nodes return at once)"}
 STORE = {"postgres": "PostgreSQL", "sqlite": "SQLite"}
 
@@ -310,9 +309,4 @@ def write_section(path: Path, section: str) -> None:
         analysis = text.split(ANALYSIS_START, 1)[1].split(ANALYSIS_END, 1)[0]
     block = "\n".join([section, "### Analysis", "", ANALYSIS_START, analysis.strip("\n"),
                        ANALYSIS_END, END])
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    replace_section(path, "fleet", block)

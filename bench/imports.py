@@ -42,11 +42,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from machine import cpu_and_memory
+from sections import markers, replace_section
 
 PY = sys.executable
 SCRIPT = str(Path(PY).with_name("durable-flow"))
 RESULTS = Path(__file__).with_name("RESULTS.md")
-START, END = "<!-- startup:start -->", "<!-- startup:end -->"
+START, END = markers("startup")
 IMPORT_TARGET_MS, RUNS_TARGET_MS = 150.0, 400.0
 IMPORTS = {
     "import durable_flow": "import durable_flow",
@@ -204,17 +205,6 @@ def render(res: Results, repeat: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the start-up section of ``path`` (or append it at the end)."""
-    text = path.read_text() if path.exists() else ""
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + section + rest.split(END, 1)[1]
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text else "") + section + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -234,7 +224,7 @@ def main() -> None:
               f"median {median:.1f} ms, target < {target:.0f} ms")
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     if args.write:
-        write_section(RESULTS, render(res, args.repeat))
+        replace_section(RESULTS, "startup", render(res, args.repeat))
         print(f"wrote the start-up section of {RESULTS}")
 
 

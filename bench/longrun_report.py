@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from machine import cpu_and_memory
+from sections import markers, replace_section
 
-START = "<!-- longrun:start -->"
-END = "<!-- longrun:end -->"
+START, END = markers("longrun")
 FLAT = 1.2  # last window / first window, ms per superstep
 LOADS = 3.0  # largest run / smallest run, medians
 STALL = 5.0  # worst superstep beside the readers / median superstep alone
@@ -449,13 +449,7 @@ def render(res: dict[str, Any]) -> str:
 
 def write_section(path: Path, section: str) -> None:
     """Replace the long-run section of ``path`` (or append it at the end)."""
-    text = path.read_text() if path.exists() else ""
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + section + rest.split(END, 1)[1]
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text else "") + section + "\n"
-    path.write_text(text)
+    replace_section(path, "longrun", section)
 
 
 def summary(res: dict[str, Any]) -> str:

@@ -40,10 +40,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from sections import kept_section, markers
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MARK_START = "<!-- analysis:start -->"
-MARK_END = "<!-- analysis:end -->"
+MARK_START, MARK_END = markers("analysis")
 
 SIDES = {"ours": "workloads_ours", "theirs": "workloads_langgraph"}
 LABEL = {"ours": "durable-flow", "theirs": "LangGraph"}
@@ -720,19 +721,10 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
     for name in ("fleet", "longrun", "startup"):
-        kept = _kept_section(out_dir / "RESULTS.md", name)
+        kept = kept_section(out_dir / "RESULTS.md", name)
         if kept:
             lines += [kept, ""]
     return "\n".join(lines)
-
-
-def _kept_section(path: Path, name: str) -> str:
-    """The section ``bench/fleet.py`` or ``bench/longrun.py`` writes (kept as it is)."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    text = path.read_text() if path.exists() else ""
-    if start in text and end in text:
-        return start + text.split(start, 1)[1].split(end, 1)[0] + end
-    return ""
 
 
 def map_section(pair: dict[str, Any]) -> list[str]:
