@@ -60,4 +60,4 @@ bench-startup: $(STAMP)
 	$(BIN)/python bench/imports.py --write
 
 clean:
-	rm -rf $(VENV) demo.db site
+	rm -rf $(VENV) demo.db demo.log site
