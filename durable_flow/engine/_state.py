@@ -192,10 +192,7 @@ def _messages(chunks: list[bytes], length: int,
     """
     joined = _joined(chunks)
     if has_refs(joined):
-        items = decode(joined)
-        if not isinstance(items, list):
-            raise ValueError("a log chunk is not a JSON array")
-        return _MESSAGES.validate_python(expand(items, messages, length))
+        return _MESSAGES.validate_python(expand(_list(decode(joined)), messages, length))
     if TAG_BYTES in joined:
         return _MESSAGES.validate_python(_concat(chunks, length))
     history = _MESSAGES.validate_json(joined)
@@ -235,12 +232,15 @@ def log_items(loaded: LoadedCheckpoint, channel: str) -> list[Any]:
         chunks = loaded.logs.get(channel, [])
         length = loaded.meta.log_lengths[channel]
         if channel.startswith(HISTORY_PREFIX) and has_refs(joined := _joined(chunks)):
-            log = partial(log_items, loaded, MESSAGES)
-            return expand(_list(decode(joined)), lambda: log() if MESSAGES in
-                          loaded.meta.log_lengths else [], length)
+            return expand(_list(decode(joined)), partial(_plain_messages, loaded), length)
         return _concat(chunks, length)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc, f"channel {channel!r}") from None
+
+
+def _plain_messages(loaded: LoadedCheckpoint) -> list[Any]:
+    """The plain items of the thread's ``messages`` log (none when it has no such log)."""
+    return log_items(loaded, MESSAGES) if MESSAGES in loaded.meta.log_lengths else []
 
 
 def _list(value: Any) -> list[Any]:
