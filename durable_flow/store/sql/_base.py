@@ -93,9 +93,8 @@ __all__ = [
     "drive_async", "execute", "execute_many", "fetch", "fetch_each", "get_checkpoint_tx",
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
     "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "namespace_heads_tx",
-    "pending_requests_tx",
-    "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx", "renew_lease_tx",
-    "respond_tx", "thread_head_tx",
+    "pending_requests_tx", "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx",
+    "renew_lease_tx", "respond_tx", "thread_head_tx",
 ]
 
 # -- the store --------------------------------------------------------------------------
