@@ -77,6 +77,9 @@ class RunRecord:
     lease_owner: str | None = None
     lease_epoch: int = 0
     lease_expires_at: datetime | None = None
+    claim_token: str | None = None
+    start_attempts: int = 0
+    start_after: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,8 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "wake_at": _maybe_us(run.wake_at),
         "lease_owner": run.lease_owner,
         "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
+        "claim_token": run.claim_token, "start_attempts": run.start_attempts,
+        "start_after": _maybe_us(run.start_after),
     }
 
 
@@ -190,6 +192,8 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             priority=row["priority"], wake_at=_maybe_from_us(row["wake_at"]),
             lease_owner=row["lease_owner"], lease_epoch=row["lease_epoch"],
             lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
+            claim_token=row["claim_token"], start_attempts=row["start_attempts"],
+            start_after=_maybe_from_us(row["start_after"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",

@@ -66,6 +66,10 @@ class RunTable(_TableModel, table=True):
     workflow_version: str = Field(default="1", sa_column_kwargs={"server_default": "1"})
     priority: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     wake_at: int | None = Field(default=None, sa_type=BigInteger)
+    # added by migration 0006: the claim that took the lease, failed starts and their backoff
+    claim_token: str | None = None
+    start_attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    start_after: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class CheckpointTable(_TableModel, table=True):
