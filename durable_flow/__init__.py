@@ -40,7 +40,9 @@ _EXPORTS: dict[str, str] = {
     "InvalidInputError": "errors",
     "InvalidResponseError": "errors",
     "LeaseLostError": "errors",
+    "InvalidLinkError": "errors",
     "ModelError": "errors",
+    "NotAuthorizedError": "errors",
     "RequestTimeoutError": "errors",
     "RunExistsError": "errors",
     "RunFailedError": "errors",
@@ -56,7 +58,10 @@ _EXPORTS: dict[str, str] = {
     "UnknownRequestError": "errors",
     "WorkflowMismatchError": "errors",
     "WorkflowValidationError": "errors",
+    "Policy": "model._approvals",
+    "Principal": "model._approvals",
     "Blackboard": "model._blackboard",
+    "Decision": "model._decisions",
     "END": "model._graph",
     "Command": "model._graph",
     "Workflow": "model._graph",
@@ -77,6 +82,10 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "model._retry",
     "Send": "model._send",
     "configure_logging": "runtime._logging",
+    "Notification": "runtime._notify",
+    "Notifier": "runtime._notify",
+    "SmtpNotifier": "runtime._notify",
+    "WebhookNotifier": "runtime._notify",
     "Runtime": "runtime._runtime",
     "Worker": "runtime._worker",
     "MemoryStore": "store._memory",
@@ -109,9 +118,11 @@ if _typing.TYPE_CHECKING:
         GuardError,
         InvalidGotoError,
         InvalidInputError,
+        InvalidLinkError,
         InvalidResponseError,
         LeaseLostError,
         ModelError,
+        NotAuthorizedError,
         RequestTimeoutError,
         RunExistsError,
         RunFailedError,
@@ -128,7 +139,9 @@ if _typing.TYPE_CHECKING:
         WorkflowMismatchError,
         WorkflowValidationError,
     )
+    from .model._approvals import Policy, Principal
     from .model._blackboard import Blackboard
+    from .model._decisions import Decision
     from .model._graph import END, Command, Workflow
     from .model._messages import Message, ToolCall
     from .model._records import (
@@ -146,6 +159,7 @@ if _typing.TYPE_CHECKING:
     from .model._retry import RetryPolicy
     from .model._send import Send
     from .runtime._logging import configure_logging
+    from .runtime._notify import Notification, Notifier, SmtpNotifier, WebhookNotifier
     from .runtime._runtime import Runtime
     from .runtime._worker import Worker
     from .store._memory import MemoryStore
@@ -180,6 +194,7 @@ __all__ = [
     "CheckpointStore",
     "Command",
     "ConflictingUpdateError",
+    "Decision",
     "DuplicateStepError",
     "DurableFlowError",
     "ErrorInfo",
@@ -189,15 +204,21 @@ __all__ = [
     "GuardError",
     "InvalidGotoError",
     "InvalidInputError",
+    "InvalidLinkError",
     "InvalidResponseError",
     "LeaseLostError",
     "MemoryStore",
     "Message",
     "ModelError",
     "NodeContext",
+    "NotAuthorizedError",
+    "Notification",
+    "Notifier",
     "OpenAIChatModel",
     "PendingRequest",
+    "Policy",
     "PostgresStore",
+    "Principal",
     "RequestTimeoutError",
     "RetryPolicy",
     "RunExistsError",
@@ -212,6 +233,7 @@ __all__ = [
     "SchemaVersionError",
     "Send",
     "SerializationError",
+    "SmtpNotifier",
     "Snapshot",
     "SqliteStore",
     "StateUpdateError",
@@ -222,6 +244,7 @@ __all__ = [
     "ToolSpec",
     "UnknownRequestError",
     "Usage",
+    "WebhookNotifier",
     "Worker",
     "Workflow",
     "WorkflowBuilder",

@@ -21,6 +21,8 @@ well as a readable message::
     ├── RunNotResumableError           run is completed / cancelled
     ├── InvalidResponseError           an answer does not fit the request type
     ├── UnknownRequestError            an answer to a request that is not pending
+    ├── NotAuthorizedError             this principal may not answer (or do) that
+    ├── InvalidLinkError               an approval link is expired, used, altered or foreign
     ├── RequestTimeoutError            ctx.request's deadline passed unanswered
     ├── EventTimeoutError              ctx.wait_event's timeout passed first
     ├── StoreError                     the checkpoint store failed
@@ -55,9 +57,11 @@ __all__ = [
     "GuardError",
     "InvalidGotoError",
     "InvalidInputError",
+    "InvalidLinkError",
     "InvalidResponseError",
     "LeaseLostError",
     "ModelError",
+    "NotAuthorizedError",
     "RequestTimeoutError",
     "RunExistsError",
     "RunFailedError",
@@ -289,6 +293,40 @@ class UnknownRequestError(DurableFlowError):
         self.run_id = run_id
         self.request_id = request_id
         super().__init__(f"run {run_id} has no pending request {request_id!r}")
+
+
+class NotAuthorizedError(DurableFlowError):
+    """A principal may not do what it asked: answer, reassign or sign in.
+
+    ``by`` is the principal id (None when nobody was named), ``action`` what
+    was refused, ``run_id``/``request_id`` the request concerned when there
+    is one. Nothing was written.
+    """
+
+    def __init__(self, by: str | None, action: str, *, run_id: str | None = None,
+                 request_id: str | None = None) -> None:
+        self.by = by
+        self.action = action
+        self.run_id = run_id
+        self.request_id = request_id
+        who = "nobody" if by is None else repr(by)
+        where = "" if request_id is None else f" (request {request_id!r} of run {run_id})"
+        super().__init__(f"{who} may not {action}{where}")
+
+
+class InvalidLinkError(DurableFlowError):
+    """An approval link cannot be used; ``reason`` says why, nothing was written.
+
+    ``reason`` is one of ``"altered"`` (the signature does not match: a
+    changed or made-up token, or another secret), ``"expired"``, ``"foreign"``
+    (the token names another request than the page it was opened on),
+    ``"used"`` (its request was already answered) or ``"unknown"`` (no such
+    pending request).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class RequestTimeoutError(DurableFlowError):

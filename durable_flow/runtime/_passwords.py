@@ -1,0 +1,24 @@
+"""Password hashes for the web app's people (``durable-flow users``): argon2id."""
+
+from __future__ import annotations
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+__all__ = ["hash_password", "verify_password"]
+
+# argon2-cffi's defaults follow RFC 9106's second recommendation (argon2id, 64 MiB)
+_HASHER = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    """An argon2id hash of ``password``, salted, in PHC string form."""
+    return _HASHER.hash(password)
+
+
+def verify_password(stored: str, password: str) -> bool:
+    """Whether ``password`` matches the ``stored`` hash (a malformed hash matches nothing)."""
+    try:
+        return _HASHER.verify(stored, password)
+    except (VerificationError, InvalidHashError):
+        return False
