@@ -22,6 +22,7 @@ import pytest
 import durable_flow
 from durable_flow.store._sqlite import SqliteStore
 from durable_flow.store.sql import _cache
+from durable_flow.store.sql._approval_queries import ApprovalQueries
 from durable_flow.store.sql._cache import (
     CACHE_ENV,
     CachedQueries,
@@ -29,6 +30,7 @@ from durable_flow.store.sql._cache import (
     load_or_compile,
     statements_for,
 )
+from durable_flow.store.sql._decisions import approvals_of
 from durable_flow.store.sql._tables import Queries
 from durable_flow.store.sql._wait_queries import WaitQueries
 from durable_flow.store.sql._waits import waits_of
@@ -74,7 +76,7 @@ def test_cached_statements_equal_freshly_compiled_ones(cache_dir: Path, name: st
     assert path is not None and path.parent == cache_dir and path.is_file()
     loaded = _loaded(name)
     queries, waits = _fresh(name)
-    cached_queries = {k: v for k, v in vars(loaded).items() if k not in ("waits", "_name")}
+    cached_queries = {k: v for k, v in vars(loaded).items() if k not in ("waits", "approvals", "_name")}
     # every attribute, equal and of the same types all the way down (repr tells 1 from True)
     assert sorted(cached_queries) == sorted(queries)
     assert {k: repr(v) for k, v in cached_queries.items()} == {k: repr(v) for k, v in queries.items()}
@@ -82,6 +84,9 @@ def test_cached_statements_equal_freshly_compiled_ones(cache_dir: Path, name: st
     assert sorted(vars(waits_of(loaded))) == sorted(waits)
     assert {k: repr(v) for k, v in vars(waits_of(loaded)).items()} == {
         k: repr(v) for k, v in waits.items()}
+    approvals = dict(vars(ApprovalQueries(_cache.sql_dialect(name))))
+    assert {k: repr(v) for k, v in vars(approvals_of(loaded)).items()} == {
+        k: repr(v) for k, v in approvals.items()}
     assert loaded.dialect is _cache.sql_dialect(name)
 
 
@@ -166,7 +171,8 @@ def test_every_module_that_builds_statements_is_part_of_the_key() -> None:
     sql = PACKAGE / "store" / "sql"
     builders = {f"store/sql/{p.name}" for p in sql.glob("*.py")
                 if re.search(r"^(from|import) sqlalchemy", p.read_text(encoding="utf-8"), re.M)}
-    assert builders == {"store/sql/_schema.py", "store/sql/_tables.py", "store/sql/_wait_queries.py"}
+    assert builders == {"store/sql/_schema.py", "store/sql/_tables.py", "store/sql/_wait_queries.py",
+                        "store/sql/_approval_queries.py"}
     assert all((PACKAGE / source).is_file() for source in _cache.SOURCES)
     for source in builders:  # and what they import from the package
         assert _package_imports(source) <= set(_cache.SOURCES), source

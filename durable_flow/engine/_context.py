@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
@@ -187,15 +187,19 @@ class NodeContext:
 
     @overload
     async def request(self, payload: Any, response_type: type[T], *,
-                      timeout: float | timedelta | None = None, default: Any = ...) -> T: ...
+                      timeout: float | timedelta | None = None, default: Any = ...,
+                      title: str | None = None, assignees: Sequence[str] = (),
+                      roles: Sequence[str] = ()) -> T: ...
 
     @overload
     async def request(self, payload: Any, *, timeout: float | timedelta | None = None,
-                      default: Any = ...) -> Any: ...
+                      default: Any = ..., title: str | None = None, assignees: Sequence[str] = (),
+                      roles: Sequence[str] = ()) -> Any: ...
 
     async def request(self, payload: Any, response_type: Any = Any, *,
                       timeout: float | timedelta | None = None,
-                      default: Any = NO_DEFAULT) -> Any:
+                      default: Any = NO_DEFAULT, title: str | None = None,
+                      assignees: Sequence[str] = (), roles: Sequence[str] = ()) -> Any:
         """Ask a person; returns the answer, coerced into ``response_type``.
 
         The first time, the node stops here and the run waits. When the run is
@@ -206,7 +210,14 @@ class NodeContext:
         again and ``request`` returns ``default``, or raises
         ``RequestTimeoutError`` when no default was given; later answers are
         refused with ``UnknownRequestError``.
+
+        ``title`` is the line a person reads first (by default the payload's
+        ``question`` or ``title`` key, else the node path). ``assignees``
+        (principal ids) and ``roles`` (role names): when either is given,
+        only a principal named there or holding one of the roles may answer
+        (``Runtime.respond(..., by=...)``).
         """
+        from ._approvals import with_approval
         from ._waits import recorded, timed_out_request, with_deadline
 
         index = self._request_index
@@ -229,6 +240,7 @@ class NodeContext:
                 raise Interrupt([], reopen={row.id: reason}) from None
         if row is None:
             row = with_deadline(self._new_request(index, payload, adapter), timeout)
+            row = with_approval(row, payload, title, assignees, roles)
         raise Interrupt([row])
 
     async def sleep(self, duration: float | timedelta) -> None:

@@ -89,7 +89,9 @@ class PendingRequest:
     """A question a node asked a person; answered through ``Runtime.resume``.
 
     ``expires_at`` is its deadline (``ctx.request(..., timeout=...)``), None
-    without one.
+    without one. ``title`` is the line a person reads first; ``assignees``
+    and ``roles`` say who may answer (both empty: anyone); ``escalated`` is
+    set once the request was reassigned at its deadline.
     """
 
     id: str
@@ -100,6 +102,10 @@ class PendingRequest:
     created_at: datetime
     workflow_name: str = ""
     expires_at: datetime | None = None
+    title: str = ""
+    assignees: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    escalated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

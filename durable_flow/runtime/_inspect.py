@@ -17,9 +17,11 @@ from ..errors import (
     InvalidInputError,
     RunNotFoundError,
 )
+from ..model._approvals import default_title
 from ..model._clock import utcnow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
 from ..model._serde import as_bytes, decode
+from ..store._approval_rows import approval_of
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
 from ._signals import signals_for
 
@@ -51,6 +53,7 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
         else:
             schema = schemas[row.response_schema] = response_schema(row.response_schema)
         payload = decode(row.payload)
+        approval = approval_of(row)
     except Exception as exc:
         from ..engine._state import DAMAGE, corrupted  # imported when data is damaged
 
@@ -60,7 +63,8 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
     return PendingRequest(
         id=row.id, run_id=row.run_id, node=row.node, payload=payload,
         response_schema=schema, created_at=row.created_at, workflow_name=row.workflow_name,
-        expires_at=row.expires_at)
+        expires_at=row.expires_at, title=approval.title or default_title(payload, row.node),
+        assignees=approval.assignees, roles=approval.roles, escalated=approval.escalated)
 
 
 def response_schema(data: bytes) -> dict[str, Any]:

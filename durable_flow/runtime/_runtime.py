@@ -30,8 +30,10 @@ from ..errors import (
     RunNotFoundError,
     RunNotResumableError,
 )
+from ..model._approvals import Principal
 from ..model._blackboard import Blackboard
 from ..model._clock import utcnow
+from ..model._decisions import Decision
 from ..model._graph import Workflow
 from ..model._ids import new_id, new_run_id
 from ..model._records import (
@@ -45,6 +47,7 @@ from ..model._records import (
 )
 from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
+from ._approvals import answerer, decisions
 from ._events import asleep, send_event
 from ._execution import Executor, final_event
 from ._inputs import (
@@ -197,7 +200,7 @@ class Runtime:
 
     async def resume(self, workflow: Workflow, run_id: str, *,
                      responses: Mapping[str, Any] | None = None, migrate: bool = False,
-                     allow_mismatch: bool = False) -> RunResult:
+                     allow_mismatch: bool = False, by: Principal | str | None = None) -> RunResult:
         """Continue a run from its head: after a crash, a failure, or with answers.
 
         The store checks the run's status, records the answers (to requests
@@ -211,13 +214,15 @@ class Runtime:
         ``WorkflowMismatchError`` unless ``migrate`` is set: then the
         workflow's migration from the run's version (``builder.migrate``)
         moves the run onto it first, and ``responses`` apply after it.
+        ``by`` answers as :meth:`respond`'s does.
         """
         return await last_result(self._continue(workflow, run_id, responses, allow_mismatch,
-                                                events=False, migrate=migrate))
+                                                events=False, migrate=migrate, by=by))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
                             responses: Mapping[str, Any] | None = None, migrate: bool = False,
-                            allow_mismatch: bool = False) -> AsyncIterator[Event]:
+                            allow_mismatch: bool = False,
+                            by: Principal | str | None = None) -> AsyncIterator[Event]:
         """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``.
 
         An answer that fits the request's JSON Schema but fails the node's own
@@ -225,13 +230,15 @@ class Runtime:
         is open again and the run stays ``waiting``.
         """
         async for event in self._continue(workflow, run_id, responses, allow_mismatch,
-                                          events=True, migrate=migrate):
+                                          events=True, migrate=migrate, by=by):
             yield event
 
     async def _continue(self, workflow: Workflow, run_id: str,
                         responses: Mapping[str, Any] | None, allow_mismatch: bool,
-                        *, events: bool, migrate: bool = False) -> AsyncIterator[Event]:
+                        *, events: bool, migrate: bool = False,
+                        by: Principal | str | None = None) -> AsyncIterator[Event]:
         check_workflow(workflow)
+        who = answerer(by)
         check_mapping("responses", responses)
         record = await self._require(run_id)
         migrating = migrate and record.workflow_version != workflow.version
@@ -251,8 +258,8 @@ class Runtime:
         # damaged data then raises having changed nothing
         state, preloaded, plan = await self._to_continue(workflow, record, migrating)
         try:
-            lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
-                                                 answers=answers, expect_head=head))
+            lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl, answers=answers,
+                                                 expect_head=head, answerer=who))
         except (RunNotResumableError, RunLockedError):
             # another execution moved the run on since it was read: answers it
             # has already recorded are a no-op; anything else is refused
@@ -439,15 +446,19 @@ class Runtime:
             signals_for(self.store).wake()
         return self._inspect.info(await self._require(lease.run_id))
 
-    async def respond(self, run_id: str, responses: Mapping[str, Any]) -> RunInfo:
+    async def respond(self, run_id: str, responses: Mapping[str, Any], *,
+                      by: Principal | str | None = None, comment: str | None = None,
+                      via: str = "api") -> RunInfo:
         """Record answers without executing anything; no workflow code is needed.
 
         Answers are checked exactly as :meth:`resume` checks them (against the
         stored JSON Schema). Once no request of the run is left open, the run
         becomes ``queued``, so a worker continues it (or a later ``resume``).
         Re-sending recorded answers is a no-op; ``RunLockedError`` while an
-        execution holds the run.
+        execution holds the run. ``by`` (a ``Principal`` or id) answers; an assigned request
+        refuses others (``NotAuthorizedError``). Each answer is a decision (:meth:`decisions`).
         """
+        who = answerer(by, via, comment)
         check_mapping("responses", responses)
         if not responses:
             raise InvalidInputError("responses must answer at least one request")
@@ -455,10 +466,14 @@ class Runtime:
         if record.status.is_final and await self._only_repeats(record, responses):
             return self._inspect.info(record)
         answers, _ = await check_responses(self.store, record, responses)
-        updated = await self.store.respond(run_id, answers)
+        updated = await self.store.respond(run_id, answers, who)
         if updated.status is RunStatus.QUEUED:
             signals_for(self.store).wake()
         return self._inspect.info(updated)
+
+    async def decisions(self, run_id: str) -> list[Decision]:
+        """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
+        return await decisions(self.store, run_id)
 
     async def send_event(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send the event ``name`` to a run: for systems rather than people (a webhook, ...).
@@ -535,16 +550,7 @@ class Runtime:
         record = await self._require(run_id)
         if record.status.is_final:
             raise RunNotResumableError(run_id, record.status.value, "cancelled")
-        task = self._exec.active.get(run_id)
-        if task is not None and not task.done():
-            self._exec.cancelling.add(run_id)
-            try:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-            finally:
-                self._exec.cancelling.discard(run_id)
-        else:
+        if not await self._exec.cancel_active(run_id):
             await self.store.cancel_run(run_id)
         return self._inspect.info(await self._require(run_id))
 

@@ -25,6 +25,8 @@ from ..errors import (
 from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ..model._serde import decode
+from ._approval_rows import Answerer
+from ._memory_decisions import MemoryDecisions
 from ._protocols import (
     HEAD_MOVED,
     Carry,
@@ -40,7 +42,6 @@ from ._protocols import (
     RunRecord,
     StepRow,
     TaskWrite,
-    check_answerable,
     check_claimable,
     check_respondable,
     claimed_record,
@@ -74,7 +75,7 @@ def _claimable(run: RunRecord, now: datetime) -> bool:
         run.lease_expires_at is None or run.lease_expires_at < now)
 
 
-class MemoryStore:
+class MemoryStore(MemoryDecisions):
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
 
     def __init__(self) -> None:
@@ -142,7 +143,7 @@ class MemoryStore:
             run = self._require_run(claim.run_id)
             now = utcnow()
             check_claimable(run, claim, now)
-            answers = self._new_answers(run.run_id, claim.answers, now)
+            answers = self._new_answers(run.run_id, claim.answers, now, claim.answerer)
             settled = self._settle(run.run_id, now)
             for rid, answer in answers.items():
                 self._requests[(run.run_id, rid)] = dataclasses.replace(
@@ -156,12 +157,6 @@ class MemoryStore:
                 run, lease_owner=lease.owner, lease_epoch=lease.epoch,
                 lease_expires_at=lease.expires_at)
             return lease
-
-    def _new_answers(self, run_id: str, answers: Mapping[str, bytes],
-                     now: datetime) -> dict[str, bytes]:
-        """The answers to record: open requests within their deadline; repeats are skipped."""
-        return {rid: answer for rid, answer in answers.items()
-                if check_answerable(run_id, rid, self._requests.get((run_id, rid)), answer, now)}
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease."""
@@ -201,13 +196,14 @@ class MemoryStore:
                 claimed.append((run, lease))
             return claimed
 
-    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+    async def respond(self, run_id: str, answers: Mapping[str, bytes],
+                      answerer: Answerer | None = None) -> RunRecord:
         """Record answers; a waiting run with no open request left becomes queued."""
         async with self._lock:
             run = self._require_run(run_id)
             now = utcnow()
             check_respondable(run, now)
-            for rid, answer in self._new_answers(run_id, answers, now).items():
+            for rid, answer in self._new_answers(run_id, answers, now, answerer).items():
                 self._requests[(run_id, rid)] = dataclasses.replace(
                     self._requests[(run_id, rid)], answer=answer, answered_at=now)
             still_open = any(r.run_id == run_id and r.answer is None and r.kind == "request"

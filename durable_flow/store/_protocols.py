@@ -50,7 +50,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from ..model._decisions import Decision
 from ..model._records import RunStatus
+from ._approval_rows import Answerer
 from ._rows import (
     HEAD_MOVED,
     Carry,
@@ -84,6 +86,7 @@ __all__ = [
     "CheckpointWrite",
     "Claim",
     "Commit",
+    "DecisionLog",
     "Graphs",
     "Inbox",
     "InboxCursor",
@@ -175,7 +178,8 @@ class RunStore(Protocol):
         """
         ...
 
-    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+    async def respond(self, run_id: str, answers: Mapping[str, bytes],
+                      answerer: Answerer | None = None) -> RunRecord:
         """Record answers to open requests without executing, in one transaction.
 
         Raises ``RunNotFoundError``, ``RunNotResumableError`` (completed or
@@ -184,6 +188,10 @@ class RunStore(Protocol):
         or is past its deadline, unless it repeats the recorded answer),
         writing nothing. A ``waiting`` run left with no open request (timers
         and event waits do not count) becomes ``queued``. Returns the run row.
+        Approvals: an answer to an assigned request that ``answerer`` may not
+        give raises ``NotAuthorizedError``, writing nothing; every recorded
+        answer is also recorded as a decision (``claim`` does the same with
+        ``Claim.answerer``).
         """
         ...
 
@@ -383,7 +391,16 @@ class Graphs(Protocol):
 
 
 @runtime_checkable
-class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, Protocol):
+class DecisionLog(Protocol):
+    """Approvals: the decisions taken on a run's requests (written with the answers)."""
+
+    async def decisions(self, run_id: str) -> list[Decision]:
+        """The run's decisions, oldest first (an empty list for an unknown run)."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, DecisionLog, Protocol):
     """Durable home of runs, checkpoints, task writes, steps and requests.
 
     All methods are coroutines. Times are timezone-aware UTC datetimes.

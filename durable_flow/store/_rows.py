@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import RunLockedError, RunNotResumableError, UnknownRequestError
 from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
+
+if TYPE_CHECKING:
+    from ._approval_rows import Answerer
 
 __all__ = [
     "HEAD_MOVED",
@@ -186,6 +189,7 @@ class RequestRow:
     kind: WaitKind = "request"
     expires_at: datetime | None = None
     timed_out: bool = False
+    approval: bytes | None = None  # who may answer (JSON; see _approval_rows.Approval)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +297,7 @@ class Claim:
     ttl: float
     answers: Mapping[str, bytes] = field(default_factory=dict)
     expect_head: str | None = None
+    answerer: Answerer | None = None  # who answers: checked and recorded with each answer
 
 
 def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:

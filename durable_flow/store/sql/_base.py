@@ -26,7 +26,9 @@ from datetime import datetime
 from functools import partial
 from typing import Self
 
+from ...model._decisions import Decision
 from ...model._records import RunStatus
+from .._approval_rows import Answerer
 from .._protocols import (
     CheckpointMeta,
     CheckpointWrite,
@@ -42,6 +44,7 @@ from .._protocols import (
     TaskWrite,
 )
 from ._cache import statements_for
+from ._decisions import decisions_tx
 from ._ops import (
     RUNS_CHANNEL,
     Driver,
@@ -171,9 +174,16 @@ class SqlStore(abc.ABC):
         return await self.driver.run(partial(claim_next_tx, self._q, owner, ttl, workflows, limit),
                                      write=True)
 
-    async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
+    async def respond(self, run_id: str, answers: Mapping[str, bytes],
+                      answerer: Answerer | None = None) -> RunRecord:
         """Record answers without executing (see ``RunStore.respond``)."""
-        return await self.driver.run(partial(respond_tx, self._q, run_id, answers), write=True)
+        return await self.driver.run(partial(respond_tx, self._q, run_id, answers, answerer),
+                                     write=True)
+
+    async def decisions(self, run_id: str) -> list[Decision]:
+        """A run's decisions, oldest first (see ``DecisionLog.decisions``)."""
+        return await self.driver.run(partial(decisions_tx, self._q, run_id), write=False,
+                                     idempotent=True)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled, fence out any holder, close its requests."""

@@ -35,6 +35,7 @@ from ... import __version__
 from ._statement import Statement
 
 if TYPE_CHECKING:
+    from ._approval_queries import ApprovalQueries
     from ._tables import Queries, SqlDialect
     from ._wait_queries import WaitQueries
 
@@ -47,7 +48,7 @@ CACHE_ENV = "DURABLE_FLOW_CACHE_DIR"
 #: Every module the statement modules import is here too (a test checks it).
 SOURCES = ("store/sql/_cache.py", "store/sql/_statement.py", "store/sql/_schema.py",
            "store/sql/_tables.py", "store/sql/_wait_queries.py", "store/sql/_codec.py",
-           "model/_records.py")
+           "model/_records.py", "store/sql/_approval_queries.py")
 _FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent
 _LIBRARIES = ("sqlalchemy", "sqlmodel")
@@ -72,13 +73,14 @@ def sql_dialect(name: str) -> SqlDialect:
     raise ValueError(f"unknown SQL dialect {name!r}")
 
 
-def compile_all(name: str) -> tuple[Queries, WaitQueries]:
+def compile_all(name: str) -> tuple[Queries, WaitQueries, ApprovalQueries]:
     """Every statement of a dialect, compiled now (shared within the process)."""
+    from ._approval_queries import compiled_approvals
     from ._tables import queries_for
     from ._wait_queries import compiled_waits
 
     dialect = sql_dialect(name)
-    return queries_for(dialect), compiled_waits(dialect)
+    return queries_for(dialect), compiled_waits(dialect), compiled_approvals(dialect)
 
 
 class CachedQueries:
@@ -88,9 +90,11 @@ class CachedQueries:
     :func:`~durable_flow.store.sql._waits.waits_of` takes from it).
     """
 
-    def __init__(self, name: str, attrs: dict[str, Any], waits: dict[str, Any]) -> None:
+    def __init__(self, name: str, attrs: dict[str, Any], waits: dict[str, Any],
+                 approvals: dict[str, Any]) -> None:
         self.__dict__.update(attrs)
         self.waits = _Namespace(waits)
+        self.approvals = _Namespace(approvals)  # taken by _decisions.approvals_of
         self._name = name
 
     @property
@@ -116,11 +120,12 @@ def load_or_compile(name: str) -> Queries:
     if where is not None:
         found = _read(*where)
         if found is not None:
-            return cast("Queries", CachedQueries(name, found["queries"], found["waits"]))
-    queries, waits = compile_all(name)
+            return cast("Queries", CachedQueries(name, found["queries"], found["waits"],
+                                                 found["approvals"]))
+    queries, waits, approvals = compile_all(name)
     if where is not None:
         _write(*where, {"queries": {k: v for k, v in vars(queries).items() if k != "dialect"},
-                        "waits": dict(vars(waits))})
+                        "waits": dict(vars(waits)), "approvals": dict(vars(approvals))})
     return queries
 
 
@@ -295,7 +300,7 @@ def _strings(value: object) -> bool:
 
 
 def _decode_body(body: Any) -> dict[str, dict[str, Any]]:
-    if type(body) is not dict or set(body) != {"queries", "waits"}:
+    if type(body) is not dict or set(body) != {"queries", "waits", "approvals"}:
         raise ValueError("not a statement cache")
     out: dict[str, dict[str, Any]] = {}
     for group, attrs in body.items():

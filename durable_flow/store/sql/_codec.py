@@ -270,6 +270,7 @@ def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
         "response_schema": req.response_schema, "created_at": to_us(req.created_at),
         "answer": req.answer, "answered_at": _maybe_us(req.answered_at), "kind": req.kind,
         "expires_at": _maybe_us(req.expires_at), "timed_out": req.timed_out,
+        "approval": req.approval,
     }
 
 
@@ -290,6 +291,7 @@ def request_from_row(row: Mapping[str, Any]) -> RequestRow:
             created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
             answered_at=_maybe_from_us(row["answered_at"]), kind=_kind(row["kind"]),
             expires_at=_maybe_from_us(row["expires_at"]), timed_out=bool(row["timed_out"]),
+            approval=_maybe_blob(row["approval"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
@@ -317,7 +319,8 @@ def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) 
                 checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
                 response_schema=r[schema], created_at=from_us(r[created]),
                 answer=None, answered_at=_maybe_from_us(r[answered]),
-                expires_at=_maybe_from_us(r[due])) for r in rows]
+                expires_at=_maybe_from_us(r[due]), approval=_maybe_blob(r[at["approval"]]))
+                for r in rows]
         except (ValueError, TypeError, OverflowError):
             pass  # rebuilt one by one below, so the damaged row is named
     return [request_from_row(dict(zip(columns, r, strict=True))) for r in rows]

@@ -14,6 +14,7 @@ from ...errors import (
 )
 from ...model._clock import utcnow
 from ...model._records import RunStatus
+from .._approval_rows import Answerer
 from .._protocols import (
     CheckpointWrite,
     Claim,
@@ -28,6 +29,7 @@ from .._protocols import (
     claimed_record,
 )
 from . import _codec as t
+from ._decisions import permitted_drafts, record_decisions_tx
 from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each
 from ._shared import (
     insert_checkpoint,
@@ -98,13 +100,11 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
         raise RunNotFoundError(claim.run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
     check_claimable(run, claim, now)
-    answers = yield from _open_answers(q, claim.run_id, claim.answers, now)
+    answers = yield from _open_answers(q, claim.run_id, claim.answers, now, claim.answerer)
     settled = yield from settle_tx(q, run.run_id, now)
     status, error, wake = run.status, run.error, run.wake_at
     if answers or settled or status is not RunStatus.WAITING:
         status, error, wake = RunStatus.RUNNING, None, None
-    if answers:
-        yield from record_answers(q, run.run_id, answers, t.to_us(now))
     lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
                   now + timedelta(seconds=claim.ttl))
     # conditional on the epoch read above, in case a backend did not lock the row
@@ -117,19 +117,29 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
     return lease
 
 
-def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes],
-                  now: datetime) -> Tx[dict[str, bytes]]:
-    """The answers to record: open requests within their deadline only; identical repeats skipped."""
+def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes], now: datetime,
+                  answerer: Answerer | None = None) -> Tx[dict[str, bytes]]:
+    """Record the answers to open requests within their deadline; identical repeats skipped.
+
+    Approvals: each must be permitted to ``answerer`` (``NotAuthorizedError``
+    before anything is written), and each is recorded as a decision.
+    """
     ids = list(answers)
     if not ids:
         return {}
     found = yield from fetch_each(q.req_get, [{"run_id": run_id, "request_id": rid} for rid in ids])
     out: dict[str, bytes] = {}
+    opened: list[RequestRow] = []
     for rid, rows in zip(ids, found, strict=True):
         row = t.request_from_row(dict(zip(q.req_get.columns, rows[0], strict=True))) \
             if rows else None
         if check_answerable(run_id, rid, row, answers[rid], now):
             out[rid] = answers[rid]
+            opened.append(row)  # type: ignore[arg-type]  # check_answerable raised for None
+    drafts = permitted_drafts(run_id, opened, out, answerer, now)  # approvals
+    if out:
+        yield from record_answers(q, run_id, out, t.to_us(now))
+        yield from record_decisions_tx(q, run_id, drafts)  # approvals
     return out
 
 
@@ -156,16 +166,15 @@ def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[
     return claimed
 
 
-def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunRecord]:
+def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes],
+               answerer: Answerer | None = None) -> Tx[RunRecord]:
     """Record answers; a waiting run with no open request left becomes ``queued``."""
     rows = yield from fetch(q.run_get_locked, run_id=run_id)
     if not rows:
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
     check_respondable(run, now)
-    new = yield from _open_answers(q, run_id, answers, now)
-    if new:
-        yield from record_answers(q, run_id, new, t.to_us(now))
+    yield from _open_answers(q, run_id, answers, now, answerer)
     waits = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
     still_open = [w for w in waits if w["kind"] == "request"]  # timers and events do not count
     if run.status is RunStatus.WAITING and not still_open:

@@ -17,13 +17,16 @@ __all__ = [
     "METADATA",
     "ChannelValueTable",
     "CheckpointTable",
+    "DecisionTable",
     "GraphTable",
     "LogChunkTable",
     "MailTable",
+    "NotificationTable",
     "RequestTable",
     "RunTable",
     "StepTable",
     "TaskWriteTable",
+    "UserTable",
 ]
 
 METADATA = MetaData()
@@ -183,6 +186,8 @@ class RequestTable(_TableModel, table=True):
     expires_at: int | None = Field(default=None, sa_type=BigInteger)
     timed_out: bool = Field(default=False, sa_type=Boolean,
                             sa_column_kwargs={"server_default": false()})
+    # added by migration 0008 (approvals): title, assignees, roles, escalation as JSON
+    approval: bytes | None = Field(default=None, sa_type=LargeBinary)
 
 
 class MailTable(_TableModel, table=True):
@@ -208,4 +213,60 @@ class GraphTable(_TableModel, table=True):
     workflow_name: str
     workflow_version: str
     description: str = Field(sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)
+
+
+# -- approvals (migration 0008) ----------------------------------------------------------
+
+
+class DecisionTable(_TableModel, table=True):
+    """A run's decisions, append-only and hash-chained (``seq`` 1, 2, 3, ... per run)."""
+
+    __tablename__ = "decisions"
+
+    run_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    request_id: str
+    node: str
+    kind: str
+    answer: str = Field(sa_type=Text)
+    by: str | None = None
+    via: str
+    at: int = Field(sa_type=BigInteger)
+    comment: str | None = Field(default=None, sa_type=Text)
+    payload_digest: str
+    digest: str
+
+
+class NotificationTable(_TableModel, table=True):
+    """The outbox: notifications written with the request that opened or escalated.
+
+    Delivered at least once: a row stays until every notifier took it
+    (``delivered_at``); ``due_at`` puts off the next try after a failure.
+    """
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_due", "delivered_at", "due_at"),)
+
+    id: str = Field(primary_key=True)
+    run_id: str
+    request_id: str
+    kind: str
+    body: str = Field(sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    due_at: int = Field(sa_type=BigInteger)
+    delivered_at: int | None = Field(default=None, sa_type=BigInteger)
+    last_error: str | None = Field(default=None, sa_type=Text)
+
+
+class UserTable(_TableModel, table=True):
+    """A person of the web app: an argon2 password hash, roles (JSON list), an optional email."""
+
+    __tablename__ = "users"
+
+    name: str = Field(primary_key=True)
+    password_hash: str
+    roles: str = Field(sa_type=Text)
+    email: str | None = None
     created_at: int = Field(sa_type=BigInteger)

@@ -1,0 +1,68 @@
+"""The statements of approvals (:class:`ApprovalQueries`): decisions, the outbox, users.
+
+Compiled once per dialect like :class:`~durable_flow.store.sql._tables.Queries`;
+the transaction functions that run them are in ``_decisions.py``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Insert, Table, Update, bindparam, delete, literal_column, select, update
+from sqlalchemy.sql.expression import ClauseElement
+
+from ._schema import METADATA
+from ._tables import REQUESTS, SqlDialect, Statement, compile_statement
+
+__all__ = ["ApprovalQueries", "compiled_approvals"]
+
+DECISIONS: Table = METADATA.tables["decisions"]
+NOTIFICATIONS: Table = METADATA.tables["notifications"]
+USERS: Table = METADATA.tables["users"]
+
+
+def _where(table: Table, *names: str) -> list[Any]:
+    return [table.c[name] == bindparam(name) for name in names]
+
+
+def _binds(table: Table) -> dict[str, Any]:
+    return {c.name: bindparam(c.name) for c in table.c}
+
+
+class ApprovalQueries:
+    """Statements of decisions, request approvals, the notification outbox and users."""
+
+    def __init__(self, d: SqlDialect) -> None:
+        def c(stmt: ClauseElement) -> Statement:
+            if d.returning and isinstance(stmt, Insert | Update):
+                stmt = stmt.returning(literal_column("1"))
+            return compile_statement(stmt, d.dialect)
+
+        dec, out, users = DECISIONS, NOTIFICATIONS, USERS
+        self.dec_last = c(select(dec.c.seq, dec.c.digest).where(*_where(dec, "run_id"))
+                          .order_by(dec.c.seq.desc()).limit(1))
+        self.dec_insert = c(d.insert(dec).values(_binds(dec)))
+        self.dec_list = c(select(dec).where(*_where(dec, "run_id")).order_by(dec.c.seq))
+        self.req_set_approval = c(update(REQUESTS).where(
+            *_where(REQUESTS, "run_id", "request_id")).values(
+            approval=bindparam("new_approval"), expires_at=bindparam("new_expires")))
+        self.out_insert = c(d.insert(out).values(_binds(out)))
+        self.out_due = c(select(out).where(out.c.delivered_at.is_(None), out.c.due_at <= bindparam("now"))
+                         .order_by(out.c.due_at, out.c.id).limit(bindparam("n")))
+        self.out_done = c(update(out).where(*_where(out, "id")).values(delivered_at=bindparam("now")))
+        self.out_retry = c(update(out).where(*_where(out, "id")).values(
+            attempts=out.c.attempts + 1, due_at=bindparam("due"), last_error=bindparam("error")))
+        self.out_list = c(select(out).where(*_where(out, "run_id")).order_by(out.c.created_at, out.c.id))
+        self.user_insert = c(d.insert(users).values(_binds(users)))
+        self.user_get = c(select(users).where(*_where(users, "name")))
+        self.user_list = c(select(users).order_by(users.c.name))
+        self.user_delete = c(delete(users).where(*_where(users, "name")))
+        self.user_set_roles = c(update(users).where(*_where(users, "name")).values(
+            roles=bindparam("new_roles")))
+
+
+@cache
+def compiled_approvals(dialect: SqlDialect) -> ApprovalQueries:
+    """The approval statements of a dialect (compiled on first use, then shared)."""
+    return ApprovalQueries(dialect)
