@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-
 from netproxy import NetProxy
 from stores.pgdb import server_dsn
 
