@@ -17,8 +17,10 @@ listening. ``refuse`` closes new connections as soon as they are accepted
 (a client sees the connection closed or reset before the server's first
 byte, as with a server that is restarting), and keeps existing ones.
 
-Counters: :attr:`connections` (accepted so far), :attr:`open` (pairs open
-now), :attr:`bytes_up` (client to server) and :attr:`bytes_down`.
+Counters: :attr:`connections` (accepted and forwarded so far),
+:attr:`refused`, :attr:`open` (pairs open now), :attr:`bytes_up` (client to
+server), :attr:`bytes_down` (forwarded) and :attr:`held` (bytes a freeze is
+holding now: a request is in flight).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class NetProxy:
         self.target = target
         self.port = 0
         self.connections = 0
+        self.refused = 0
+        self.held = 0
         self.bytes_up = 0
         self.bytes_down = 0
         self._flowing = asyncio.Event()
@@ -150,6 +154,7 @@ class NetProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._refusing:
+            self.refused += 1
             _reset(writer)
             return
         self.connections += 1
@@ -174,7 +179,11 @@ class NetProxy:
         """Copy one direction until EOF or an error; holds while frozen."""
         try:
             while data := await reader.read(_CHUNK):
-                await self._flowing.wait()
+                self.held += len(data)
+                try:
+                    await self._flowing.wait()
+                finally:
+                    self.held -= len(data)
                 if up:
                     self.bytes_up += len(data)
                 else:

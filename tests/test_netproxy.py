@@ -56,7 +56,7 @@ async def test_a_frozen_proxy_holds_traffic_and_delivers_it_on_thaw(proxy: NetPr
     late_reader, late_writer = await _connect(proxy)  # a new connection is held too
     late_writer.write(b"d")
     assert await _silent(late_reader)
-    assert proxy.bytes_up == 1 and not writer.is_closing()
+    assert proxy.bytes_up == 1 and proxy.held == 2 and not writer.is_closing()
     proxy.thaw()
     assert await reader.readexactly(2) == b"bc"
     assert await late_reader.readexactly(1) == b"d"
@@ -79,6 +79,7 @@ async def test_cut_resets_every_connection_and_refuse_keeps_new_ones_out(
     writer.write(b"x")
     with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
         await reader.readexactly(1)
+    assert proxy.refused == 1
     proxy.accept()
     reader, writer = await _connect(proxy)
     writer.write(b"y")
