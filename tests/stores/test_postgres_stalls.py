@@ -8,6 +8,7 @@ refuse new connections (a server that is down).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -205,3 +206,39 @@ async def test_setup_gives_up_after_reconnect_timeout_with_a_clear_error(
                                          r"0\.3s\): "):
         await store.setup()
     assert proxy.refused >= 2
+
+
+# -- lease renewals --------------------------------------------------------------------------
+
+
+async def test_a_renewal_never_waits_behind_a_busy_pool(pg: PostgresStore) -> None:
+    _chain, lease = await start_run(pg, "r1", ttl=30)
+    async with contextlib.AsyncExitStack() as busy:
+        for _ in range(pg._max_size):  # every pool connection taken by long work
+            await busy.enter_async_context(pg.driver._pool.acquire())
+        queued = asyncio.create_task(pg.get_run("r1"))  # waits for a pool connection
+        async with asyncio.timeout(5):  # behind the pool it would wait for ever
+            renewed = await pg.renew_lease(lease, 60)
+        assert not queued.done()
+    assert (await queued) is not None
+    assert renewed.expires_at > lease.expires_at and renewed.epoch == lease.epoch
+
+
+async def test_a_renewal_connects_again_after_its_connection_is_lost(
+    pg: PostgresStore, pg_dsn: str
+) -> None:
+    _chain, lease = await start_run(pg, "r1", ttl=30)
+    await pg.renew_lease(lease, 30)
+    conn = await asyncpg.connect(pg_dsn)
+    try:  # end every session but the pool's
+        pool_pids = {h._con.get_server_pid() for h in pg.driver._pool._holders
+                     if h._con is not None}
+        ended = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND NOT pid = ANY($1)", list(pool_pids))
+    finally:
+        await conn.close()
+    assert ended == 1  # the renewal connection
+    renewed = await pg.renew_lease(lease, 60)
+    assert renewed.epoch == lease.epoch
