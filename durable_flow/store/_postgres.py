@@ -14,8 +14,9 @@ parallel, and once the lock is held each statement sees the latest committed
 rows, so a check-then-write (is the lease still ours?) cannot be raced.
 Creating a run has no row to lock yet: the primary key makes a second
 creator fail with a unique violation, and the transaction runs again, sees
-the run and reports it as SQLite would. Prune spans runs: its first
-statement locks the rows of every run it scans, in run id order.
+the run and reports it as SQLite would. Prune works one run at a time
+(one transaction per run with checkpoints to remove, which locks that
+run's row first); the reads that find those runs lock nothing.
 Read transactions run at REPEATABLE READ, READ ONLY: their statements share
 one snapshot, like a deferred SQLite transaction, and never wait nor fail.
 SERIALIZABLE would need none of this discipline, but it aborts transactions

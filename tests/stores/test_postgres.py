@@ -117,7 +117,7 @@ async def test_prune_holds_off_commits_to_the_runs_it_prunes(
 
     try:
         async with conn.transaction(isolation="read_committed"):
-            pruned = await drive_async(prune_tx(Q, None, None, None), perform)
+            pruned = await drive_async(prune_tx(Q, "r1", None, None), perform)
     finally:
         await conn.close()
     assert committing is not None

@@ -20,11 +20,11 @@ from netproxy import NetProxy
 from durable_flow.errors import LeaseLostError, RunLockedError, StoreError
 from durable_flow.store import _postgres
 from durable_flow.store._postgres import POSTGRES, PostgresStore
-from durable_flow.store._protocols import Claim, Lease
+from durable_flow.store._protocols import Claim, Commit, Lease
 from durable_flow.store.sql._base import Op
 from durable_flow.store.sql._tables import queries_for
 
-from .builders import make_run, start_run, step
+from .builders import Chain, make_run, start_run, step
 from .pgdb import truncate_all
 
 Q = queries_for(POSTGRES)
@@ -242,3 +242,45 @@ async def test_a_renewal_connects_again_after_its_connection_is_lost(
     assert ended == 1  # the renewal connection
     renewed = await pg.renew_lease(lease, 60)
     assert renewed.epoch == lease.epoch
+
+
+# -- prune ---------------------------------------------------------------------------------
+
+
+async def _three_commits(store: PostgresStore, run_id: str) -> tuple[Chain, Lease]:
+    chain, lease = await start_run(store, run_id)
+    for i in range(3):
+        await store.commit(Commit(lease, checkpoint=chain.next(values={"n": i})))
+    return chain, lease
+
+
+async def test_prune_locks_only_the_run_it_changes_and_passes_busy_ones_by(
+    pg: PostgresStore, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _three_commits(pg, "r1")
+    chain2, lease2 = await _three_commits(pg, "r2")
+    await start_run(pg, "r3")  # nothing to prune
+    real = _postgres._perform
+    during: list[str] = []
+
+    async def perform(conn: Any, op: Op) -> object:
+        result = await real(conn, op)
+        if op.stmt.sql == Q.cp_delete.sql and not during:
+            during.append(str(op.rows[0][0]))
+            # prune is inside its transaction on one run: another run commits meanwhile
+            async with asyncio.timeout(5):
+                await pg.commit(Commit(lease2, checkpoint=chain2.next(values={"late": 1})))
+        return result
+
+    monkeypatch.setattr(_postgres, "_perform", perform)
+    busy = await asyncpg.connect(pg_dsn)
+    try:  # a long transaction on r3 (a commit, a stalled holder) holds its row
+        async with busy.transaction():
+            await busy.execute("SELECT 1 FROM runs WHERE run_id = 'r3' FOR UPDATE")
+            async with asyncio.timeout(10):  # prune used to lock every run it scanned
+                removed = await pg.prune(keep_last=1)
+    finally:
+        await busy.close()
+    assert during == ["r1"]
+    assert removed == 3 + 4  # r1's, then r2's older ones (its late commit among them)
+    assert [c.id for c in await pg.list_checkpoints("r2")] == [chain2.head.id]
