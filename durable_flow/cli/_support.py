@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_DB",
     "CliError",
     "CliOptions",
+    "UsageError",
     "compact",
     "describe_error",
     "fail",
@@ -51,7 +52,15 @@ _REF = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\
 
 
 class CliError(Exception):
-    """A problem with what the user typed; printed as one line, exit code 1."""
+    """A problem with what the user typed; printed as one line, exit code 1 (refused)."""
+
+    exit_code = 1
+
+
+class UsageError(CliError):
+    """A malformed command line (such as JSON that does not parse): one line, exit code 2."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,18 +204,18 @@ def read_json(text: str, option: str) -> Any:
         try:
             raw = sys.stdin.read() if source == "-" else Path(source).read_bytes()
         except OSError as exc:
-            raise CliError(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
+            raise UsageError(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise CliError(f"{option} is not valid JSON: {exc}") from None
+        raise UsageError(f"{option} is not valid JSON: {exc}") from None
 
 
 def read_json_object(text: str, option: str) -> dict[str, Any]:
     """Like :func:`read_json`, requiring a JSON object."""
     value = read_json(text, option)
     if not isinstance(value, dict):
-        raise CliError(f"{option} must be a JSON object, got {type(value).__name__}")
+        raise UsageError(f"{option} must be a JSON object, got {type(value).__name__}")
     return value
 
 
