@@ -972,3 +972,13 @@ def test_fuzz_file_text_loads_or_is_rejected(tmp_path: Path, text: str, suffix: 
                     for i in range(n) for j in range(i + 1, n)]}, st.integers(1, 14)))
 def test_fuzz_dense_graphs_load_quickly(definition: dict[str, Any]) -> None:
     assert _load_or_reject(definition) is not None
+
+
+def test_a_file_without_a_name_takes_its_file_name(tmp_path: Path) -> None:
+    path = tmp_path / "intake_flow.yaml"
+    path.write_text("nodes:\n  - {id: a, agent_name: a, is_entry: true, is_exit: true}\n")
+    wf = load_workflow(path, {"a": lambda state: {}})
+    assert wf.name == "intake_flow"
+    with pytest.raises(WorkflowValidationError, match="name: is required"):
+        load_workflow({"nodes": [{"id": "a", "agent_name": "a", "is_entry": True,
+                                  "is_exit": True}]}, {"a": lambda state: {}})

@@ -5,7 +5,7 @@ a mapping) and a registry that maps each ``agent_name`` to a node function,
 an agent spec (any object with ``node_spec(id) -> NodeSpec``) or a
 ``Workflow`` (a sub-workflow node). :func:`dump_workflow` writes it back::
 
-    name: meal_flow                  # required
+    name: meal_flow                  # default: the file's name (required in a mapping)
     version: "1.0"
     max_supersteps: 50               # cycles (loops) are allowed only when set
     state:                           # optional: without it, any key, last-write-wins
@@ -190,7 +190,8 @@ class _Loader:
     def load(self, source: object, base: Path) -> Workflow:
         problems: list[str] = []
         raw, path = read_source(source, problems)
-        d = None if problems else parse_definition(raw, problems)
+        d = None if problems else parse_definition(
+            raw, problems, path.stem if path is not None else None)
         label = (d.name if d is not None else "") or (str(path) if path is not None else "")
         if d is None:
             raise WorkflowValidationError(problems, workflow=label)
