@@ -4,15 +4,20 @@ usage errors, one-line refusals; each through the real console script."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import socket
+import subprocess
+import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clikit import one_error_line, project_db, script
+from clikit import CONSOLE_SCRIPT, one_error_line, project_db, script
 
-from durable_flow import RunStatus, Runtime, SqliteStore
+from durable_flow import RunStatus, Runtime, SqliteStore, load_workflow
 
 MODULE = "orderflows"
 
@@ -39,7 +44,17 @@ FLOWS = textwrap.dedent('''
     b.add_node("pay", pay)
     b.set_entry("approve").add_edge("approve", "pay").add_edge("pay", END)
     order = b.build()
+
+    async def hello(state, ctx):
+        ctx.log.info("hello_info")
+        ctx.log.warning("hello_warning")
+        return {}
+
+    registry = {"hello": hello}
 ''')
+
+FLOW_FILE = """{"nodes": [{"id": "hello", "agent_name": "hello", "is_entry": true, "is_exit": true}],
+ "connections": []}"""
 
 
 @pytest.fixture
@@ -158,3 +173,91 @@ def test_errors_from_respond_on_a_recorded_run_are_one_line(db: Path) -> None:
 ])
 def test_json_that_does_not_parse_is_a_usage_error(db: Path, args: list[str]) -> None:
     one_error_line(script(db.parent, *args), 2, "JSON")
+
+
+# -- 3, 5. a worker serves declarative files with --registry, and says what it claims ------
+
+
+def spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """The real console script as a long-running process (a worker, the web UI)."""
+    env = {**__import__("os").environ, "DURABLE_FLOW_DB": str(cwd / "runs.db"),
+           "PYTHONPATH": str(cwd), "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
+    return subprocess.Popen([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def test_a_worker_needs_the_registry_of_a_declarative_file_and_logs_its_claims(
+        db: Path) -> None:
+    (db.parent / "hello.json").write_text(FLOW_FILE)
+    one_error_line(script(db.parent, "worker", "hello.json"), 1, "--registry")
+    one_error_line(script(db.parent, "ui", "hello.json"), 1, "--registry")
+    worker = spawn(db.parent, "worker", "hello.json", "--registry", f"{MODULE}:registry",
+                   "--poll-interval", "0.1", "--name", "w1")
+    try:
+        import orderflows
+
+        wf = load_workflow(db.parent / "hello.json", orderflows.registry)
+
+        async def submit(rt: Runtime) -> Any:
+            info = await rt.submit(wf, run_id="h1")
+            return await rt.wait(info.run_id, timeout=30)
+
+        assert library(db, submit).status is RunStatus.COMPLETED
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    claims = [x for x in err.splitlines() if "run_claimed" in x]
+    assert claims and "run_id=h1" in claims[0] and "worker=w1" in claims[0], err
+    assert "hello_info" in err and "hello_warning" in err  # the worker logs at INFO
+    assert "serving hello@1" in out
+
+
+def test_a_library_without_logging_configured_writes_only_warnings_to_stderr(
+        db: Path) -> None:
+    code = textwrap.dedent('''
+        import asyncio
+        from durable_flow import MemoryStore, Runtime, WorkflowBuilder, END
+        import orderflows
+
+        b = WorkflowBuilder("quiet")
+        b.add_node("hello", orderflows.hello)
+        b.set_entry("hello").add_edge("hello", END)
+
+        async def main():
+            async with Runtime(MemoryStore()) as rt:
+                assert (await rt.run(b.build())).status.value == "completed"
+
+        asyncio.run(main())
+    ''')
+    child = subprocess.run([sys.executable, "-c", code], cwd=db.parent, capture_output=True,
+                           text=True, timeout=60, env={**__import__("os").environ,
+                                                       "PYTHONPATH": str(db.parent)})
+    assert child.returncode == 0, child.stderr
+    assert child.stdout == ""
+    assert "hello_warning" in child.stderr and "hello_info" not in child.stderr
+
+
+# -- 6. the web UI: a bad port, a port in use, a file.py:NAME target -------------------------
+
+
+def test_ui_refuses_bad_ports_in_one_line_and_takes_file_targets(db: Path) -> None:
+    assert script(db.parent, "ui", "--port", "99999").returncode == 2
+    assert "Traceback" not in script(db.parent, "ui", "--port", "99999").stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        one_error_line(script(db.parent, "ui", "--port", str(port)), 1,
+                       f"cannot listen on 127.0.0.1:{port}", "in use")
+    server = spawn(db.parent, "ui", f"{MODULE}.py:order", "--port", str(port))
+    try:
+        deadline, line = time.monotonic() + 30, ""
+        assert server.stdout is not None
+        while "durable-flow ui on" not in line and time.monotonic() < deadline:
+            line = server.stdout.readline()
+        assert "runs here: order@1" in line, line
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)

@@ -28,7 +28,7 @@ from ._options import (
 from ._output import emit_json, make_console, status_text
 from ._progress import Tracker, follow
 from ._support import CliError, CliOptions, UsageError, options, read_json, read_json_object
-from ._targets import load_target
+from ._targets import load_runnable
 
 __all__ = ["fork", "respond", "resume", "run"]
 
@@ -59,7 +59,7 @@ def run(
     """
     opts = options(ctx)
     values = read_json_object(input, "--input") if input is not None else {}
-    found = load_target(target, registry)
+    found = load_runnable(target, registry)
     console, tracker = make_console(), Tracker(f"running {found.workflow.name}", run_id)
 
     async def go(rt: Runtime) -> RunResult:

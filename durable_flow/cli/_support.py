@@ -71,15 +71,16 @@ class CliOptions:
     log_json: bool = False
     debug: bool = False
 
-    def setup_logging(self) -> None:
+    def setup_logging(self, *, info: bool = False) -> None:
         """Route log lines to standard error, as ``--log-json`` and ``--debug`` ask.
 
         Called by the commands that execute runs only: importing structlog
-        costs more than a command that reads the database takes.
+        costs more than a command that reads the database takes. ``info``
+        (a worker) writes INFO lines (claims, runs) without ``--log-json``.
         """
         from ..runtime._logging import configure_logging
 
-        level = "DEBUG" if self.debug else "INFO" if self.log_json else "WARNING"
+        level = "DEBUG" if self.debug else "INFO" if self.log_json or info else "WARNING"
         configure_logging(json=self.log_json, level=level, tracebacks=self.debug or self.log_json)
 
     @property
