@@ -2,7 +2,7 @@
 README's examples of paths and request ids are the ones the code produces.
 
 Each guide page's Python blocks run in order in a fresh process, in a temporary
-directory (a block titled ``title="file.py"`` is written to that file instead);
+directory (a block titled ``title="file.py"``, of any language, is written to that file instead);
 then its ``durable-flow`` lines of ``console`` blocks run against what the blocks
 left (``sh`` blocks show commands for another setting and are not run).
 """
@@ -42,12 +42,10 @@ def test_every_guide_page_of_the_navigation_exists() -> None:
 def test_guide_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code: list[str] = []
     for lang, info, body in _blocks(page):
-        if lang != "python":
-            continue
         title = TITLE.search(info)
-        if title:
+        if title:  # a file the page's code and commands use (Python, JSON, YAML)
             (tmp_path / title.group(1)).write_text(body)
-        else:
+        elif lang == "python":
             code.append(body)
     if code:
         script = tmp_path / "page.py"
