@@ -156,7 +156,10 @@ def test_send_event_refuses_a_payload_that_does_not_fit_and_the_run_goes_on(db: 
 
 
 def test_errors_from_respond_on_a_recorded_run_are_one_line(db: Path) -> None:
-    assert script(db.parent, "run", f"{MODULE}:order", "--run-id", "r1").returncode == 0
+    started = script(db.parent, "run", f"{MODULE}:order", "--run-id", "r1")
+    assert started.returncode == 0, started.stderr
+    # 8. the superstep that stopped is numbered as its request id is (approve@1#0)
+    assert "run r1 waiting in superstep 1" in started.stdout, started.stdout
     one_error_line(script(db.parent, "respond", "r1", "no-such-request", "--value", "true"), 1,
                    "no pending request")
     one_error_line(script(db.parent, "respond", "r1", "approve@1#0", "--value", '"x"'), 1,
