@@ -17,7 +17,7 @@ from ..model._records import RunInfo
 from ..runtime._inspect import Inspector
 from ..store._protocols import CheckpointMeta, CheckpointStore
 from ._support import CliError, CliOptions
-from ._targets import load_target, parse_recorded
+from ._targets import load_runnable, parse_recorded
 
 if TYPE_CHECKING:
     from ..model._graph import Workflow
@@ -138,12 +138,12 @@ async def workflow_for_run(rt: Runtime, run_id: str,
     """
     info = await find_run(rt, run_id)
     if ref is not None:
-        return load_target(ref).workflow, None
+        return load_runnable(ref).workflow, None
     if not info.workflow_ref:
         raise CliError(f"run {run_id} has no recorded workflow (it was not started by "
                        "`durable-flow run`); pass --workflow MODULE:WORKFLOW")
     target, registry = parse_recorded(info.workflow_ref)
-    return load_target(target, registry).workflow, info.workflow_ref
+    return load_runnable(target, registry).workflow, info.workflow_ref
 
 
 async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:

@@ -474,8 +474,12 @@ class Runtime:
         ``ctx.wait_event(name)``, in the order events were sent; one sent
         before the node waits is kept for it. A ``waiting`` run it is
         delivered to becomes ``queued`` (a worker continues it, or a later
-        ``resume``). ``payload`` must be storable. Raises ``RunNotFoundError``,
-        or ``RunNotResumableError`` for a completed or cancelled run.
+        ``resume``). ``payload`` must be storable; when the run already waits
+        for ``name`` it must fit the waiting node's type (else
+        ``InvalidResponseError``, nothing stored; an event kept from before the
+        wait that does not fit is dropped with a warning when delivered).
+        Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a
+        completed or cancelled run.
         """
         await send_event(self.store, run_id, name, payload)
 
