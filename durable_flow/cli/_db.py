@@ -66,11 +66,20 @@ def display_db(db: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(db: str, *, create: bool = False) -> CheckpointStore:
-    """The store behind ``--db``; a SQLite file must exist unless ``create``."""
+#: How long a command a person waits for gives a PostgreSQL server that is down;
+#: long-lived processes (``worker``, ``ui``) keep the store's own, longer default.
+INTERACTIVE_RECONNECT = 5.0
+
+
+def open_store(db: str, *, create: bool = False, serving: bool = False) -> CheckpointStore:
+    """The store behind ``--db``; a SQLite file must exist unless ``create``.
+
+    ``serving``: for a long-lived process, which rides out a database restart;
+    other commands give a PostgreSQL server that is down a few seconds.
+    """
     kind, target = parse_db(db)
     if kind == "postgresql":
-        return _postgres_store(target)
+        return _postgres_store(target, None if serving else INTERACTIVE_RECONNECT)
     path = Path(target).expanduser()
     if not path.exists():
         if not create:
@@ -83,11 +92,13 @@ def open_store(db: str, *, create: bool = False) -> CheckpointStore:
     return SqliteStore(str(path), synchronous="full")
 
 
-def _postgres_store(url: str) -> CheckpointStore:
+def _postgres_store(url: str, reconnect_timeout: float | None) -> CheckpointStore:
     # Imported here: SQLite users never load the PostgreSQL driver module.
     from ..store._postgres import PostgresStore
 
-    return PostgresStore(url)
+    if reconnect_timeout is None:
+        return PostgresStore(url)
+    return PostgresStore(url, reconnect_timeout=reconnect_timeout)
 
 
 @asynccontextmanager

@@ -61,7 +61,7 @@ def ui(
         console.print(Text(f"durable-flow ui on {url} over {display_db(opts.db)}; runs here: "
                            f"{names}{'; token required' if token else ''}"), soft_wrap=True)
 
-    serve(open_store(opts.db, create=True), workflows=workflows, host=host, port=port,
+    serve(open_store(opts.db, create=True, serving=True), workflows=workflows, host=host, port=port,
           token=token, on_ready=ready)
 
 

@@ -50,7 +50,7 @@ def worker(
     opts = options(ctx)
     opts.setup_logging(info=True)  # a worker says what it claims and runs
     workflows = [t.workflow for t in load_targets(targets, registry)]
-    made = Worker(open_store(opts.db, create=True), workflows, concurrency=concurrency,
+    made = Worker(open_store(opts.db, create=True, serving=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
                   name=name)
     asyncio.run(_serve(opts, made, workflows))
