@@ -24,6 +24,7 @@ from ._state import DAMAGE, corrupted, decode_raw
 if TYPE_CHECKING:
     import structlog
 
+    from ..model._approvals import Policy
     from ._loop import RunContext
 
 __all__ = ["NO_DEFAULT", "Interrupt", "NodeContext"]
@@ -189,17 +190,20 @@ class NodeContext:
     async def request(self, payload: Any, response_type: type[T], *,
                       timeout: float | timedelta | None = None, default: Any = ...,
                       title: str | None = None, assignees: Sequence[str] = (),
-                      roles: Sequence[str] = ()) -> T: ...
+                      roles: Sequence[str] = (), escalate_to: Sequence[str] = (),
+                      policy: Policy | None = None) -> T: ...
 
     @overload
     async def request(self, payload: Any, *, timeout: float | timedelta | None = None,
                       default: Any = ..., title: str | None = None, assignees: Sequence[str] = (),
-                      roles: Sequence[str] = ()) -> Any: ...
+                      roles: Sequence[str] = (), escalate_to: Sequence[str] = (),
+                      policy: Policy | None = None) -> Any: ...
 
     async def request(self, payload: Any, response_type: Any = Any, *,
                       timeout: float | timedelta | None = None,
                       default: Any = NO_DEFAULT, title: str | None = None,
-                      assignees: Sequence[str] = (), roles: Sequence[str] = ()) -> Any:
+                      assignees: Sequence[str] = (), roles: Sequence[str] = (),
+                      escalate_to: Sequence[str] = (), policy: Policy | None = None) -> Any:
         """Ask a person; returns the answer, coerced into ``response_type``.
 
         The first time, the node stops here and the run waits. When the run is
@@ -215,9 +219,14 @@ class NodeContext:
         ``question`` or ``title`` key, else the node path). ``assignees``
         (principal ids) and ``roles`` (role names): when either is given,
         only a principal named there or holding one of the roles may answer
-        (``Runtime.respond(..., by=...)``).
+        (``Runtime.respond(..., by=...)``). ``escalate_to`` (principal ids and
+        ``role:NAME``; needs ``timeout``): at the deadline the request is
+        reassigned once to them with a new deadline of the same length; at the
+        second one ``default``/``RequestTimeoutError`` apply. ``policy``: when
+        ``Policy.when`` holds over the payload the request is answered at once
+        with ``Policy.answer``, by ``policy:NAME``, and nobody is asked.
         """
-        from ._approvals import with_approval
+        from ._approvals import answer_by_policy, with_approval
         from ._waits import recorded, timed_out_request, with_deadline
 
         index = self._request_index
@@ -240,7 +249,9 @@ class NodeContext:
                 raise Interrupt([], reopen={row.id: reason}) from None
         if row is None:
             row = with_deadline(self._new_request(index, payload, adapter), timeout)
-            row = with_approval(row, payload, title, assignees, roles)
+            row = with_approval(row, payload, title, assignees, roles, escalate_to)
+            if policy is not None and policy.applies(payload):
+                return await answer_by_policy(self, row, policy, adapter)
         raise Interrupt([row])
 
     async def sleep(self, duration: float | timedelta) -> None:
@@ -311,6 +322,10 @@ class NodeContext:
         self._step_names.add(name)
         adapter = _return_adapter(fn)
         if not self._io.has_step(name):
+            try:  # no side effect starts once the lease is lost or past its local deadline
+                self._io.run.guard()
+            except LeaseLostError as exc:
+                raise _own(exc) from None
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result

@@ -26,7 +26,6 @@ from ..errors import (
     DurableFlowError,
     EventTimeoutError,
     InvalidInputError,
-    InvalidResponseError,
     LeaseLostError,
     RequestTimeoutError,
 )
@@ -127,7 +126,7 @@ async def wait_event(ctx: NodeContext, name: str, response_type: Any,
         row = _row(ctx, index, "event", encode(name), orjson.dumps(adapter.json_schema()), due)
         rc = ctx._io.run
         try:
-            row = await rc.store.wait_event(rc.lease, row)  # a kept event is taken at once
+            row = await rc.wait_event(row)  # a kept event is taken at once
         except LeaseLostError as exc:
             rc.fence.lose(exc)
             raise
@@ -141,7 +140,9 @@ async def wait_event(ctx: NodeContext, name: str, response_type: Any,
     try:
         return adapter.validate_python(payload)
     except ValidationError as exc:
-        raise _own(InvalidResponseError(row.id, f"event {name!r}: {exc}")) from None
+        # a kept event that does not fit: dropped (logged), and the wait goes on
+        reason = "; ".join(e["msg"] for e in exc.errors())
+        raise Interrupt([], reopen={row.id: f"event {name!r} dropped: {reason}"}) from None
 
 
 def with_deadline(row: RequestRow, timeout: float | timedelta | None) -> RequestRow:

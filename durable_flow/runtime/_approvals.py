@@ -7,15 +7,18 @@ records in the answer's transaction; ``Runtime.decisions`` reads the chain.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import get_args
 
 from ..errors import InvalidInputError, RunNotFoundError
 from ..model._approvals import Principal, principal_of
 from ..model._decisions import Decision, DecisionVia
+from ..model._records import PendingRequest
 from ..store._approval_rows import Answerer
 from ..store._protocols import CheckpointStore
+from ._inspect import to_pending
 
-__all__ = ["answerer", "decisions"]
+__all__ = ["answerer", "decisions", "reassign"]
 
 _VIAS = get_args(DecisionVia)
 
@@ -34,3 +37,15 @@ async def decisions(store: CheckpointStore, run_id: str) -> list[Decision]:
     if await store.get_run(run_id) is None:
         raise RunNotFoundError(run_id)
     return await store.decisions(run_id)
+
+
+async def reassign(store: CheckpointStore, run_id: str, request_id: str, assignees: Sequence[str],
+                   roles: Sequence[str], by: Principal | str | None) -> PendingRequest:
+    """Give an open request to other people; recorded as a ``reassign`` decision."""
+    people = Principal("request", tuple(assignees)).roles  # checked like names
+    named = Principal("request", tuple(roles)).roles
+    if not people and not named:
+        raise InvalidInputError("reassign needs assignees= or roles= (someone to give it to)")
+    who = principal_of(by)
+    row = await store.reassign(run_id, request_id, people, named, None if who is None else who.id)
+    return to_pending(row)

@@ -35,7 +35,7 @@ class Notification:
     """
 
     id: str
-    kind: Literal["opened", "escalated"]
+    kind: Literal["opened", "escalated", "reassigned"]
     run_id: str
     request_id: str
     workflow_name: str
@@ -53,7 +53,8 @@ class Notification:
     def text(self) -> str:
         """One readable line (Slack's ``text``)."""
         who = ", ".join([*self.assignees, *(f"role {r}" for r in self.roles)]) or "anyone"
-        verb = "was escalated to" if self.kind == "escalated" else "waits for"
+        verb = {"escalated": "was escalated to", "reassigned": "was reassigned to"}.get(
+            self.kind, "waits for")
         link = f" {self.link}" if self.link else ""
         return f"{self.title} ({self.workflow_name}, run {self.run_id}) {verb} {who}.{link}"
 

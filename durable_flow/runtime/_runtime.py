@@ -13,7 +13,8 @@ import contextlib
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -47,7 +48,7 @@ from ..model._records import (
 )
 from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
-from ._approvals import answerer, decisions
+from ._approvals import answerer, decisions, reassign
 from ._events import asleep, send_event
 from ._execution import Executor, final_event
 from ._inputs import (
@@ -130,11 +131,13 @@ class Runtime:
         run_id = run_id or new_run_id()
         digest = input_digest(values)
         limit = max_supersteps or workflow.max_supersteps
+        sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(run_id)
         created = await self._create(workflow, lease, values, entry, digest, limit=limit,
                                      workflow_ref=workflow_ref, status=RunStatus.RUNNING)
         if isinstance(created, ThreadState):
-            async for event in self._begin(workflow, lease, created, events, limit):
+            async for event in self._begin(workflow, lease, created, events, limit,
+                                           sent_at=sent):
                 yield event
             return
         record = created
@@ -170,7 +173,8 @@ class Runtime:
         return state
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
-                     limit: int, **started: Any) -> AsyncIterator[Event]:
+                     limit: int, *, sent_at: float | None = None,
+                     **started: Any) -> AsyncIterator[Event]:
         """Execute a run just created with ``state`` as its head (or report it finished)."""
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
         if not state.meta.next_tasks:
@@ -184,7 +188,8 @@ class Runtime:
             rc.emit("run_started", "", state.meta.superstep, **data)
             return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events):
+        async for event in self._exec.execute(workflow, lease, go, events=events,
+                                              sent_at=sent_at):
             yield event
 
     async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
@@ -257,6 +262,7 @@ class Runtime:
         # read and check everything the first superstep will use before claiming:
         # damaged data then raises having changed nothing
         state, preloaded, plan = await self._to_continue(workflow, record, migrating)
+        sent = time.monotonic()  # the lease's local deadline counts from here
         try:
             lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl, answers=answers,
                                                  expect_head=head, answerer=who))
@@ -280,7 +286,7 @@ class Runtime:
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events):
+        async for event in self._exec.execute(workflow, lease, go, events=events, sent_at=sent):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
@@ -313,11 +319,12 @@ class Runtime:
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         await check_graph(self.store, workflow, source, allow_mismatch=allow_mismatch)
+        sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(fork_id or new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
         state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
         async for event in self._begin(workflow, lease, state, events, source.max_supersteps,
-                                       forked_from=checkpoint_id):
+                                       sent_at=sent, forked_from=checkpoint_id):
             yield event
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
@@ -471,6 +478,11 @@ class Runtime:
             signals_for(self.store).wake()
         return self._inspect.info(updated)
 
+    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
+                       roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
+        """Give an open request to other people (an admin's act), recorded as a ``reassign``."""
+        return await reassign(self.store, run_id, request_id, assignees, roles, by)
+
     async def decisions(self, run_id: str) -> list[Decision]:
         """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
         return await decisions(self.store, run_id)
@@ -482,8 +494,12 @@ class Runtime:
         ``ctx.wait_event(name)``, in the order events were sent; one sent
         before the node waits is kept for it. A ``waiting`` run it is
         delivered to becomes ``queued`` (a worker continues it, or a later
-        ``resume``). ``payload`` must be storable. Raises ``RunNotFoundError``,
-        or ``RunNotResumableError`` for a completed or cancelled run.
+        ``resume``). ``payload`` must be storable; when the run already waits
+        for ``name`` it must fit the waiting node's type (else
+        ``InvalidResponseError``, nothing stored; an event kept from before the
+        wait that does not fit is dropped with a warning when delivered).
+        Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a
+        completed or cancelled run.
         """
         await send_event(self.store, run_id, name, payload)
 
@@ -494,20 +510,6 @@ class Runtime:
         ``timedelta``; None waits for as long as it takes).
         """
         return await settled(self.store, self._inspect, run_id, seconds("timeout", timeout))
-
-    async def execute_claimed(self, workflow: Workflow, record: RunRecord,
-                              lease: Lease) -> RunResult:
-        """Execute a run a worker claimed (``lease`` is already held); internal to workers."""
-        head = record.head_checkpoint_id or ""
-
-        async def go(rc: RunContext) -> ThreadOutcome:
-            runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            state = await runner.load(head)
-            if not state.meta.next_tasks:
-                await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
-            return await runner.run(state)
-
-        return await last_result(self._exec.execute(workflow, lease, go, events=False))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,

@@ -32,12 +32,18 @@ class Approval:
     roles: tuple[str, ...] = ()
     escalate_to: tuple[str, ...] = ()
     escalated: bool = False
+    window: float | None = None  # the deadline's length in seconds (an escalation gets it again)
 
     def encode(self) -> bytes:
         """The JSON stored in ``requests.approval``."""
         return orjson.dumps({"title": self.title, "assignees": list(self.assignees),
                              "roles": list(self.roles), "escalate_to": list(self.escalate_to),
-                             "escalated": self.escalated})
+                             "escalated": self.escalated, "window": self.window})
+
+    @property
+    def escalates(self) -> bool:
+        """Whether its deadline reassigns it rather than closing it (once)."""
+        return bool(self.escalate_to) and not self.escalated
 
     @property
     def assigned(self) -> bool:
@@ -52,7 +58,7 @@ def approval_of(row: RequestRow) -> Approval:
     data: dict[str, Any] = orjson.loads(row.approval)
     return Approval(title=data.get("title"), assignees=tuple(data.get("assignees", ())),
                     roles=tuple(data.get("roles", ())), escalate_to=tuple(data.get("escalate_to", ())),
-                    escalated=bool(data.get("escalated", False)))
+                    escalated=bool(data.get("escalated", False)), window=data.get("window"))
 
 
 @dataclass(frozen=True, slots=True)

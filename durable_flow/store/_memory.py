@@ -23,10 +23,12 @@ from ..errors import (
     UnknownRequestError,
 )
 from ..model._clock import utcnow
-from ..model._records import RunStatus
+from ..model._records import ErrorInfo, RunStatus
 from ..model._serde import decode
 from ._approval_rows import Answerer
-from ._memory_decisions import MemoryDecisions
+from ._machine import after_start_failure, failed_start_error
+from ._memory_approvals import MemoryApprovals
+from ._outbox_rows import NotificationRow, UserRow
 from ._protocols import (
     HEAD_MOVED,
     Carry,
@@ -62,20 +64,19 @@ def _name(wait: RequestRow) -> object:
 
 
 #: The answer a wait closed by its time holds (with ``timed_out`` set).
-_CLOSED = b"null"
 
 
 def _claimable(run: RunRecord, now: datetime) -> bool:
     """Queued, running with no live lease (its holder died), or waiting and due."""
     if run.status is RunStatus.QUEUED:
-        return True
+        return run.start_after is None or run.start_after <= now
     if run.status is RunStatus.WAITING:
         return run.wake_at is not None and run.wake_at <= now
     return run.status is RunStatus.RUNNING and (
         run.lease_expires_at is None or run.lease_expires_at < now)
 
 
-class MemoryStore(MemoryDecisions):
+class MemoryStore(MemoryApprovals):
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
 
     def __init__(self) -> None:
@@ -93,6 +94,8 @@ class MemoryStore(MemoryDecisions):
         self._mail: dict[str, list[MailRow]] = {}
         self._graphs: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
+        self._outbox: dict[str, NotificationRow] = {}  # approvals (see _memory_approvals)
+        self._users: dict[str, UserRow] = {}
 
     async def setup(self) -> None:
         """Nothing to create."""
@@ -151,6 +154,7 @@ class MemoryStore(MemoryDecisions):
             if answers or settled or run.status is not RunStatus.WAITING:
                 run = dataclasses.replace(run, status=RunStatus.RUNNING, error=None,
                                           updated_at=now, wake_at=None)
+            run = dataclasses.replace(run, start_attempts=0, start_after=None)
             lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
                           now + timedelta(seconds=claim.ttl))
             self._runs[run.run_id] = dataclasses.replace(
@@ -177,10 +181,16 @@ class MemoryStore(MemoryDecisions):
                     run, lease_owner=None, lease_expires_at=None, status=status)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
         """Claim up to ``limit`` queued or abandoned runs of these workflow versions."""
         async with self._lock:
             now = utcnow()
+            mine = [(r, Lease(r.run_id, owner, r.lease_epoch, r.lease_expires_at))
+                    for r in self._runs.values()
+                    if token is not None and r.claim_token == token and r.lease_owner == owner
+                    and r.lease_expires_at is not None and r.lease_expires_at > now]
+            if mine:
+                return mine
             wanted = set(workflows)
             candidates = sorted(
                 (r for r in self._runs.values()
@@ -190,11 +200,26 @@ class MemoryStore(MemoryDecisions):
             for run in candidates[:limit]:
                 lease = Lease(run.run_id, owner, run.lease_epoch + 1,
                               now + timedelta(seconds=ttl))
-                run = claimed_record(run, lease, now)
+                run = claimed_record(run, lease, now, token)
                 self._runs[run.run_id] = run
                 self._settle(run.run_id, now)
                 claimed.append((run, lease))
             return claimed
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """Count a failed start and free the lease."""
+        async with self._lock:
+            run = self._check_lease(lease)
+            now = utcnow()
+            status, attempts, after = after_start_failure(run, now, max_attempts=max_attempts)
+            run = dataclasses.replace(
+                run, status=status, start_attempts=attempts, start_after=after,
+                error=failed_start_error(error, attempts) if status is RunStatus.FAILED
+                else error, lease_owner=None, lease_expires_at=None, claim_token=None,
+                updated_at=now, wake_at=None)
+            self._runs[run.run_id] = run
+            return run
 
     async def respond(self, run_id: str, answers: Mapping[str, bytes],
                       answerer: Answerer | None = None) -> RunRecord:
@@ -252,6 +277,7 @@ class MemoryStore(MemoryDecisions):
                         del self._requests[key]
             for req in commit.requests:
                 self._requests.setdefault((run_id, req.id), req)
+            self._opened(commit.requests, now)
             self._save_task_writes(commit.task_writes)
             if commit.mark is not None:
                 meta = self._checkpoints[commit.mark.checkpoint_id]
@@ -265,7 +291,7 @@ class MemoryStore(MemoryDecisions):
             if commit.run is not None:
                 upd = commit.run
                 run = dataclasses.replace(
-                    run, status=upd.status, error=upd.error,
+                    run, status=upd.status, error=upd.error, start_attempts=0, start_after=None,
                     head_checkpoint_id=upd.head_checkpoint_id or run.head_checkpoint_id)
                 if upd.release:
                     run = dataclasses.replace(run, lease_owner=None, lease_expires_at=None)
@@ -451,14 +477,8 @@ class MemoryStore(MemoryDecisions):
     def _settle(self, run_id: str, now: datetime) -> bool:
         """A claim's first step: deliver kept events, close due waits; True if a wait closed."""
         delivered = self._deliver(run_id, now)
-        closed = 0
-        for key, req in list(self._requests.items()):
-            if req.run_id == run_id and req.answer is None and req.expires_at is not None \
-                    and req.expires_at <= now:
-                self._requests[key] = dataclasses.replace(
-                    req, answer=_CLOSED, answered_at=now, timed_out=True)
-                closed += 1
-        return bool(delivered or closed)
+        changed = self._deadlines(run_id, now)  # a deadline may escalate instead
+        return bool(delivered or changed)
 
     def _deliver(self, run_id: str, now: datetime, *, only: str | None = None) -> int:
         """Deliver kept events to open event waits (only to ``only`` when given)."""

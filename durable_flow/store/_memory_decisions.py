@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from ..model._decisions import Decision, seal
-from ._approval_rows import Answerer, check_permitted, decision_for
+from ._approval_rows import Answerer, DecisionDraft, check_permitted, decision_for
 from ._rows import RequestRow, check_answerable
 
 __all__ = ["MemoryDecisions"]
@@ -36,11 +36,14 @@ class MemoryDecisions:
         """Check ``answerer`` may answer every row (``NotAuthorizedError``), then chain one each."""
         for row in rows:
             check_permitted(run_id, row, answerer)
+        self._append(run_id, [decision_for(row, answers[row.id], answerer, now) for row in rows])
+
+    def _append(self, run_id: str, drafts: Sequence[DecisionDraft]) -> None:
+        """Seal ``drafts`` onto the run's chain, each after the one before."""
         if not hasattr(self, "_chains"):
             self._chains = {}
         chain = self._chains.setdefault(run_id, [])
-        for row in rows:
-            draft = decision_for(row, answers[row.id], answerer, now)
+        for draft in drafts:
             previous = chain[-1].digest if chain else ""
             chain.append(seal(previous, run_id, len(chain) + 1, draft.request_id, draft.node, draft.kind,
                               answer=draft.answer, by=draft.by, via=draft.via, at=draft.at,

@@ -51,8 +51,10 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ..model._decisions import Decision
-from ..model._records import RunStatus
+from ..model._records import ErrorInfo, RunStatus
 from ._approval_rows import Answerer
+from ._machine import check_claimable, check_respondable, claimed_record
+from ._outbox_rows import NotificationRow, UserRow
 from ._rows import (
     HEAD_MOVED,
     Carry,
@@ -71,14 +73,12 @@ from ._rows import (
     TaskWrite,
     WaitKind,
     check_answerable,
-    check_claimable,
-    check_respondable,
-    claimed_record,
     match_mail,
 )
 
 __all__ = [
     "HEAD_MOVED",
+    "Approvals",
     "Carry",
     "CheckpointLog",
     "CheckpointMeta",
@@ -163,18 +163,35 @@ class RunStore(Protocol):
         ...
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
         """A worker's claim: up to ``limit`` runs, in one transaction.
 
         Takes runs of the given ``(workflow_name, workflow_version)`` pairs
-        that are ``queued``, ``running`` with no live lease (their holder
-        died), or ``waiting`` with a ``wake_at`` that has come (found through
-        an index on status and wake time), highest ``priority`` first, then
-        oldest; delivers kept events and closes due waits as ``claim`` does;
-        sets each ``running`` under a new lease (next epoch, ``wake_at``
-        cleared). Runs another transaction is claiming are skipped, never
-        waited for. Returns the claimed runs as they are now, with their
-        leases.
+        that are ``queued`` (and whose ``start_after`` has come), ``running``
+        with no live lease (their holder died), or ``waiting`` with a
+        ``wake_at`` that has come (found through an index on status and wake
+        time), highest ``priority`` first, then oldest; delivers kept events
+        and closes due waits as ``claim`` does; sets each ``running`` under a
+        new lease (next epoch, ``wake_at`` cleared), marked with ``token``.
+        Runs another transaction is claiming are skipped, never waited for.
+        Returns the claimed runs as they are now, with their leases.
+
+        A ``token`` names one claim: called again with the same token (its
+        COMMIT reply was lost), it returns the runs that claim took, with
+        their live leases, instead of claiming others.
+        """
+        ...
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """A claimed run could not be started: count it and free the lease, in one transaction.
+
+        The run's ``start_attempts`` grows by one; below ``max_attempts`` it
+        goes back to ``queued`` with ``start_after`` set by the backoff
+        (1 s, doubling, at most 5 minutes) and ``error`` recorded; at
+        ``max_attempts`` it is ``failed`` with ``error``. The next commit of
+        an execution, or a ``claim``, starts the count again. Raises
+        ``LeaseLostError`` if the lease is no longer held. Returns the run row.
         """
         ...
 
@@ -400,7 +417,73 @@ class DecisionLog(Protocol):
 
 
 @runtime_checkable
-class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, DecisionLog, Protocol):
+class Approvals(Protocol):
+    """Approvals beyond answers: policy answers, reassignments, the outbox, the web app's users.
+
+    A request's deadline is settled with the others (``claim``): a request
+    with ``escalate_to`` not yet escalated is reassigned with a new deadline
+    of the same length, a decision and an ``escalated`` notification in the
+    same transaction; any other is closed (a ``timeout`` decision for a
+    request to a person). A commit that opens requests writes their
+    ``opened`` notifications with them.
+    """
+
+    async def answer_by_policy(self, lease: Lease, row: RequestRow, principal: str) -> RequestRow:
+        """Record ``row`` (already answered) and a ``policy`` decision by ``principal``.
+
+        Under the lease; a request recorded already is returned as it is.
+        """
+        ...
+
+    async def reassign(self, run_id: str, request_id: str, assignees: tuple[str, ...],
+                       roles: tuple[str, ...], by: str | None) -> RequestRow:
+        """Give an open request to other people, recorded (``reassign``) and notified.
+
+        ``RunNotFoundError``, ``RunNotResumableError`` for a finished run,
+        ``UnknownRequestError`` unless the request is open.
+        """
+        ...
+
+    async def due_notifications(self, limit: int = 50) -> list[NotificationRow]:
+        """Undelivered notifications whose time has come, oldest first."""
+        ...
+
+    async def notification_sent(self, notice_id: str) -> None:
+        """Mark a notification delivered."""
+        ...
+
+    async def notification_failed(self, notice: NotificationRow, error: str) -> None:
+        """Count a failed delivery and put the next try off (backoff)."""
+        ...
+
+    async def notifications(self, run_id: str) -> list[NotificationRow]:
+        """A run's notifications, oldest first."""
+        ...
+
+    async def add_user(self, user: UserRow) -> None:
+        """Add a person (``InvalidInputError`` when the name is taken)."""
+        ...
+
+    async def get_user(self, name: str) -> UserRow | None:
+        """One person, or None."""
+        ...
+
+    async def list_users(self) -> list[UserRow]:
+        """Every person, by name."""
+        ...
+
+    async def remove_user(self, name: str) -> bool:
+        """Remove a person; False when there was none."""
+        ...
+
+    async def set_user_roles(self, name: str, roles: tuple[str, ...]) -> bool:
+        """Replace a person's roles; False when there is no such person."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, DecisionLog,
+                      Approvals, Protocol):
     """Durable home of runs, checkpoints, task writes, steps and requests.
 
     All methods are coroutines. Times are timezone-aware UTC datetimes.

@@ -54,8 +54,9 @@ async def test_an_async_driver_runs_the_same_transaction_functions(tmp_path: Pat
             await _sql.drive_async(_sql.claim_tx(q, Claim("nope", "me", 30)), perform)
     finally:
         conn.close()
-    # get_run; claim: the locked row, kept events, closing due waits, the claim; the unknown run
-    assert performed == ["Fetch", "Fetch", "Fetch", "Execute", "Execute", "Fetch"]
+    # get_run; claim: the locked row, kept events, the waits past their deadline (to close
+    # or escalate), the claim; the unknown run
+    assert performed == ["Fetch", "Fetch", "Fetch", "Fetch", "Execute", "Fetch"]
 
 
 def test_statements_bind_by_name_in_sql_order() -> None:

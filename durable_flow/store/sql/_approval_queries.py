@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Insert, Table, Update, bindparam, delete, literal_column, select, update
+from sqlalchemy import Delete, Insert, Table, Update, bindparam, delete, literal_column, select, update
 from sqlalchemy.sql.expression import ClauseElement
 
 from ._schema import METADATA
@@ -35,7 +35,7 @@ class ApprovalQueries:
 
     def __init__(self, d: SqlDialect) -> None:
         def c(stmt: ClauseElement) -> Statement:
-            if d.returning and isinstance(stmt, Insert | Update):
+            if d.returning and isinstance(stmt, Insert | Update | Delete):
                 stmt = stmt.returning(literal_column("1"))
             return compile_statement(stmt, d.dialect)
 
@@ -47,7 +47,16 @@ class ApprovalQueries:
         self.req_set_approval = c(update(REQUESTS).where(
             *_where(REQUESTS, "run_id", "request_id")).values(
             approval=bindparam("new_approval"), expires_at=bindparam("new_expires")))
-        self.out_insert = c(d.insert(out).values(_binds(out)))
+        reqs = REQUESTS
+        self.req_due = c(select(reqs).where(*_where(reqs, "run_id"), reqs.c.answer.is_(None),
+                                            reqs.c.expires_at <= bindparam("now"))
+                         .order_by(reqs.c.created_at, reqs.c.request_id))
+        self.req_close = c(update(reqs).where(
+            *_where(reqs, "run_id", "request_id"), reqs.c.answer.is_(None))
+            .values(answer=bindparam("closed"), answered_at=bindparam("now"), timed_out=True))
+        # an outbox id is fixed by what it tells: writing it again keeps the first
+        self.out_insert = c(d.insert(out).values(_binds(out)).on_conflict_do_nothing(
+            index_elements=[out.c.id]))
         self.out_due = c(select(out).where(out.c.delivered_at.is_(None), out.c.due_at <= bindparam("now"))
                          .order_by(out.c.due_at, out.c.id).limit(bindparam("n")))
         self.out_done = c(update(out).where(*_where(out, "id")).values(delivered_at=bindparam("now")))
@@ -60,6 +69,8 @@ class ApprovalQueries:
         self.user_delete = c(delete(users).where(*_where(users, "name")))
         self.user_set_roles = c(update(users).where(*_where(users, "name")).values(
             roles=bindparam("new_roles")))
+        self.user_with_email = c(select(users).where(users.c.email.is_not(None))
+                                 .order_by(users.c.name))
 
 
 @cache

@@ -27,7 +27,7 @@ from functools import partial
 from typing import Self
 
 from ...model._decisions import Decision
-from ...model._records import RunStatus
+from ...model._records import ErrorInfo, RunStatus
 from .._approval_rows import Answerer
 from .._protocols import (
     CheckpointMeta,
@@ -43,6 +43,7 @@ from .._protocols import (
     StepRow,
     TaskWrite,
 )
+from ._approvals_api import SqlApprovals
 from ._cache import statements_for
 from ._decisions import decisions_tx
 from ._ops import (
@@ -84,10 +85,11 @@ from ._runs import (
     release_lease_tx,
     renew_lease_tx,
     respond_tx,
+    start_failed_tx,
 )
 from ._shared import insert_checkpoint
 from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
-from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
+from ._writes import commit_tx, prune_page_tx, prune_tx, put_step_tx, put_task_writes_tx
 
 __all__ = [
     "RUNS_CHANNEL", "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Notify", "Op",
@@ -96,14 +98,17 @@ __all__ = [
     "drive_async", "execute", "execute_many", "fetch", "fetch_each", "get_checkpoint_tx",
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
     "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "namespace_heads_tx",
-    "pending_requests_tx", "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx",
-    "renew_lease_tx", "respond_tx", "thread_head_tx",
+    "pending_requests_tx", "prune_page_tx", "prune_tx", "put_step_tx", "put_task_writes_tx",
+    "release_lease_tx", "renew_lease_tx", "respond_tx", "start_failed_tx", "thread_head_tx",
 ]
+
+# Runs a global prune reads per transaction to find those with checkpoints to remove.
+_PRUNE_PAGE = 200
 
 # -- the store --------------------------------------------------------------------------
 
 
-class SqlStore(abc.ABC):
+class SqlStore(SqlApprovals, abc.ABC):
     """``CheckpointStore`` over SQL: every method is one transaction on the driver.
 
     Subclasses open the backend in ``setup`` and provide :attr:`driver`.
@@ -169,10 +174,21 @@ class SqlStore(abc.ABC):
                                      idempotent=True)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
-        """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``)."""
-        return await self.driver.run(partial(claim_next_tx, self._q, owner, ttl, workflows, limit),
-                                     write=True)
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
+        """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``).
+
+        With a token the claim is idempotent: tried again after a lost COMMIT
+        reply, it returns the runs it took.
+        """
+        return await self.driver.run(
+            partial(claim_next_tx, self._q, owner, ttl, workflows, limit, token), write=True,
+            idempotent=token is not None)
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """Count a failed start and free the lease (see ``RunStore.start_failed``)."""
+        return await self.driver.run(
+            partial(start_failed_tx, self._q, lease, error, max_attempts), write=True)
 
     async def respond(self, run_id: str, answers: Mapping[str, bytes],
                       answerer: Answerer | None = None) -> RunRecord:
@@ -260,9 +276,26 @@ class SqlStore(abc.ABC):
         keep_last: int | None = None,
         older_than: datetime | None = None,
     ) -> int:
-        """Delete old checkpoints nothing needs; return how many."""
-        return await self.driver.run(partial(prune_tx, self._q, run_id, keep_last, older_than),
-                                     write=True)
+        """Delete old checkpoints nothing needs; return how many.
+
+        One transaction per run that has checkpoints to remove, which locks
+        that run alone; the runs are found a page at a time by reads that
+        lock nothing. So commits and renewals of other runs never wait behind
+        a prune, and no transaction holds more than one run's checkpoints.
+        """
+        if run_id is not None:
+            return await self.driver.run(
+                partial(prune_tx, self._q, run_id, keep_last, older_than), write=True)
+        removed, after = 0, ""
+        while True:
+            runs, last = await self.driver.run(partial(
+                prune_page_tx, self._q, after, _PRUNE_PAGE, keep_last, older_than), write=False)
+            for one in runs:
+                removed += await self.driver.run(
+                    partial(prune_tx, self._q, one, keep_last, older_than), write=True)
+            if last is None:
+                return removed
+            after = last
 
     async def send_event(self, run_id: str, name: str, payload: bytes) -> RunRecord:
         """Keep an event in the run's mailbox (see ``Mailbox.send_event``)."""

@@ -19,9 +19,10 @@ from ...errors import RunNotFoundError, RunNotResumableError
 from ...model._clock import utcnow
 from ...model._records import RunStatus
 from ...model._serde import as_bytes, decode
+from .._machine import after_event, after_waiting_commit
 from .._protocols import Carry, Lease, MailRow, RequestRow, RunRecord, match_mail
 from . import _codec as t
-from ._ops import Tx, execute, fetch
+from ._ops import Notify, Tx, execute, fetch, lock_run
 from ._shared import check_lease
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ __all__ = [
     "waiting_tx", "waits_of",
 ]
 
-#: The answer a wait closed by its time holds (with ``timed_out`` set).
-CLOSED = b"null"
 
 
 def waits_of(q: Queries) -> WaitQueries:
@@ -98,19 +97,23 @@ def _names(waits: list[RequestRow]) -> dict[str, str]:
 
 
 def settle_tx(q: Queries, run_id: str, now: datetime) -> Tx[bool]:
-    """A claim's first step: deliver kept events, close due waits; True if a wait closed."""
+    """A claim's first step: deliver kept events, close (or escalate) due waits; True if any."""
     delivered = yield from deliver_tx(q, run_id, now)
-    closed = yield from execute(waits_of(q).close_due, run_id=run_id, now=t.to_us(now),
-                                closed=CLOSED)
-    return bool(delivered or closed)
+    from ._outbox import deadlines_tx  # approvals: a deadline may escalate instead
+
+    changed = yield from deadlines_tx(q, run_id, now)
+    return bool(delivered or changed)
 
 
 def waiting_tx(q: Queries, run_id: str, now: datetime) -> Tx[None]:
     """After a commit left the run waiting: queue it if an event came, else set its wake time."""
     w = waits_of(q)
-    if (yield from deliver_tx(q, run_id, now)):
-        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+    nxt = after_waiting_commit(delivered=bool((yield from deliver_tx(q, run_id, now))))
+    if nxt.status is not RunStatus.WAITING:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
+        if nxt.notify:
+            yield Notify(run_id)
         return
     rows = yield from fetch(w.next_due, run_id=run_id)
     yield from execute(w.run_set_wake, run_id=run_id, wake=rows[0]["due"] if rows else None)
@@ -146,7 +149,7 @@ def set_version_tx(q: Queries, run_id: str, version: str, signature: str) -> Tx[
 
 def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunRecord]:
     """Keep an event; deliver it at once when no execution holds the run (see ``Mailbox``)."""
-    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
@@ -157,10 +160,13 @@ def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunR
     yield from execute(w.mail_insert, run_id=run_id, seq=seq, name=name, payload=payload,
                        sent_at=t.to_us(now), request_id=None, delivered_at=None)
     held = run.lease_expires_at is not None and run.lease_expires_at > now
-    if not held and (yield from deliver_tx(q, run_id, now)) \
-            and run.status is RunStatus.WAITING:
-        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+    delivered = not held and bool((yield from deliver_tx(q, run_id, now)))
+    nxt = after_event(run.status, held=held, delivered=delivered)
+    if nxt.status is not run.status:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
+    if nxt.notify:
+        yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
 

@@ -1,0 +1,120 @@
+"""Delivering the notification outbox: ``Outbox`` (run by workers and ``durable-flow ui``).
+
+Each undelivered notification whose time has come is turned into a
+:class:`~durable_flow.runtime._notify.Notification` (with a signed link per
+assignee when a base URL and a secret are given, and the email addresses of
+assignees that are addresses and of users with an address who hold a listed
+role) and handed to every notifier. Only when all of them took it is it
+marked delivered; a failure puts it off with backoff, so it is delivered at
+least once (a crash between sending and marking sends it again, with the
+same id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+
+import structlog
+
+from ..store._outbox_rows import NotificationRow, UserRow
+from ..store._protocols import CheckpointStore
+from ._links import SECRET_ENV, LinkSigner
+from ._notify import Notification, Notifier
+
+__all__ = ["Outbox", "outbox_for", "stop_outbox"]
+
+_log = structlog.get_logger("durable_flow.outbox")
+
+
+class Outbox:
+    """Hands a store's due notifications to ``notifiers`` until each is delivered."""
+
+    def __init__(self, store: CheckpointStore, notifiers: Sequence[Notifier], *,
+                 base_url: str | None = None, signer: LinkSigner | None = None,
+                 link_ttl: timedelta = timedelta(days=2), poll_interval: float = 1.0) -> None:
+        self.store = store
+        self.notifiers = list(notifiers)
+        self.base_url = base_url
+        self.signer = signer
+        self.link_ttl = link_ttl
+        self.poll_interval = poll_interval
+        self._stopping = asyncio.Event()
+
+    async def deliver_due(self, limit: int = 50) -> int:
+        """One pass: try every due notification once; how many were delivered."""
+        due = await self.store.due_notifications(limit)
+        if not due:
+            return 0
+        users = await self.store.list_users()
+        delivered = 0
+        for row in due:
+            try:
+                notification = self.notification(row, users)
+                for notifier in self.notifiers:
+                    await notifier.send(notification)
+            except Exception as exc:
+                _log.warning("notification_failed", id=row.id, run_id=row.run_id,
+                             attempts=row.attempts + 1, error=str(exc) or type(exc).__name__)
+                await self.store.notification_failed(row, str(exc) or type(exc).__name__)
+                continue
+            await self.store.notification_sent(row.id)
+            delivered += 1
+        return delivered
+
+    def notification(self, row: NotificationRow, users: Sequence[UserRow]) -> Notification:
+        """What a row tells, with links and email addresses filled in."""
+        f = row.fields()
+        assignees, roles = tuple(f.get("assignees", ())), tuple(f.get("roles", ()))
+        emails = {a: a for a in assignees if "@" in a}
+        for user in users:
+            if user.email and any(r in roles for r in user.roles):
+                emails.setdefault(user.email, user.name)
+        links: dict[str, str] = {}
+        if self.base_url and self.signer is not None:
+            for who in [*assignees, *emails.values()]:
+                links.setdefault(who, self.signer.url(self.base_url, row.run_id, row.request_id,
+                                                      who, self.link_ttl))
+        return Notification(id=row.id, kind=row.kind, run_id=row.run_id,
+                            request_id=row.request_id, workflow_name=f.get("workflow_name", ""),
+                            title=f.get("title", row.request_id), assignees=assignees,
+                            roles=roles, links=links, emails=emails)
+
+    async def serve(self) -> None:
+        """Deliver until :meth:`stop`, polling every ``poll_interval`` seconds."""
+        self._stopping.clear()
+        while not self._stopping.is_set():
+            try:
+                await self.deliver_due()
+            except Exception as exc:
+                _log.warning("outbox_unavailable", error=str(exc) or type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.poll_interval)
+
+    def stop(self) -> None:
+        """Make :meth:`serve` return after the pass in flight."""
+        self._stopping.set()
+
+
+def outbox_for(store: CheckpointStore, notifiers: Sequence[Notifier], base_url: str | None,
+               poll_interval: float) -> Outbox | None:
+    """A worker's outbox: None without notifiers; links signed with ``DURABLE_FLOW_SECRET``."""
+    if not notifiers:
+        return None
+    signer = None
+    if base_url and os.environ.get(SECRET_ENV):
+        signer = LinkSigner.from_env()
+    return Outbox(store, notifiers, base_url=base_url, signer=signer,
+                  poll_interval=max(poll_interval, 0.05))
+
+
+async def stop_outbox(outbox: Outbox | None, task: asyncio.Task[None] | None) -> None:
+    """Stop a worker's outbox and wait for its pass in flight."""
+    if outbox is None or task is None:
+        return
+    outbox.stop()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(task, 10)

@@ -1,0 +1,155 @@
+"""Approvals past the first answer: escalation, timeouts, policies, reassignment (every store)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from waitkit import any_store_fixture, rt_fixture, wait_pg_dsn_fixture  # noqa: F401
+
+from durable_flow import (
+    END,
+    Blackboard,
+    InvalidInputError,
+    NotAuthorizedError,
+    Policy,
+    Principal,
+    RunStatus,
+    Runtime,
+    UnknownRequestError,
+    WorkflowBuilder,
+)
+from durable_flow.model._clock import utcnow
+from durable_flow.model._decisions import verify_chain
+from durable_flow.model._records import PendingRequest
+
+MANAGER = Principal("mia", roles=("manager",))
+
+
+class Expense(Blackboard):
+    amount: int = 40
+    approved: bool | None = None
+
+
+def flow(**request: Any) -> Any:
+    b = WorkflowBuilder("expense", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        payload = {"question": f"Approve {state.amount} EUR?", "amount": state.amount}
+        return {"approved": await ctx.request(payload, bool, **request)}
+
+    b.set_entry("approve")
+    b.add_edge("approve", END)
+    return b.build()
+
+
+async def past(pending: PendingRequest) -> None:
+    """Wait until the request's deadline has passed."""
+    assert pending.expires_at is not None
+    await asyncio.sleep(max(0.0, (pending.expires_at - utcnow()).total_seconds()) + 0.02)
+
+
+async def _escalating(rt: Runtime, **extra: Any) -> tuple[Any, str, PendingRequest]:
+    wf = flow(assignees=["alice"], timeout=0.4, escalate_to=["role:manager", "bob"], **extra)
+    result = await rt.run(wf, {})
+    assert result.status is RunStatus.WAITING
+    return wf, result.run_id, result.pending_requests[0]
+
+
+async def test_at_the_deadline_the_request_moves_to_the_escalation_targets(rt: Runtime) -> None:
+    wf, run_id, first = await _escalating(rt)
+    await past(first)
+    result = await rt.resume(wf, run_id)  # a claim settles the deadline
+    assert result.status is RunStatus.WAITING
+    (moved,) = await rt.pending_requests()
+    assert (moved.id, moved.assignees, moved.roles, moved.escalated) == (
+        first.id, ("bob",), ("manager",), True)
+    assert moved.expires_at is not None and first.expires_at is not None
+    window = (first.expires_at - first.created_at).total_seconds()
+    assert abs((moved.expires_at - utcnow()).total_seconds() - window) < 0.35
+    with pytest.raises(NotAuthorizedError):
+        await rt.respond(run_id, {first.id: True}, by="alice")
+    await rt.respond(run_id, {first.id: True}, by=MANAGER)
+    assert (await rt.resume(wf, run_id)).state.approved is True
+    chain = await rt.decisions(run_id)
+    assert [(d.kind, d.by, d.via) for d in chain] == [
+        ("escalation", None, "runtime"), ("answer", "mia", "api")]
+    assert chain[0].answer == {"assignees": ["bob"], "roles": ["manager"]}
+    assert verify_chain(chain) is None
+    kinds = [n.kind for n in await rt.store.notifications(run_id)]
+    assert kinds == ["opened", "escalated"]
+
+
+async def test_before_the_escalation_is_recorded_the_first_assignee_may_answer(rt: Runtime) -> None:
+    wf, run_id, first = await _escalating(rt)
+    await past(first)
+    await rt.respond(run_id, {first.id: False}, by="alice")  # late, but not yet escalated
+    result = await rt.resume(wf, run_id)
+    assert result.state.approved is False
+    assert [d.kind for d in await rt.decisions(run_id)] == ["answer"]
+
+
+async def test_at_the_second_deadline_the_default_applies_and_a_timeout_is_recorded(
+        rt: Runtime) -> None:
+    wf, run_id, first = await _escalating(rt, default=False)
+    await past(first)
+    await rt.resume(wf, run_id)
+    await past((await rt.pending_requests())[0])
+    result = await rt.resume(wf, run_id)
+    assert result.status is RunStatus.COMPLETED and result.state.approved is False
+    assert [(d.kind, d.via) for d in await rt.decisions(run_id)] == [
+        ("escalation", "runtime"), ("timeout", "runtime")]
+
+
+async def test_a_plain_deadline_records_a_timeout(rt: Runtime) -> None:
+    wf = flow(timeout=0.2, default=True)
+    result = await rt.run(wf, {})
+    await past(result.pending_requests[0])
+    assert (await rt.resume(wf, result.run_id)).state.approved is True
+    (decision,) = await rt.decisions(result.run_id)
+    assert (decision.kind, decision.answer, decision.by) == ("timeout", None, None)
+
+
+async def test_a_policy_answers_at_once_and_is_recorded(rt: Runtime) -> None:
+    wf = flow(roles=["finance"], policy=Policy("small", "amount < 100", True))
+    result = await rt.run(wf, {"amount": 40})
+    assert result.status is RunStatus.COMPLETED and result.state.approved is True
+    (decision,) = await rt.decisions(result.run_id)
+    assert (decision.kind, decision.by, decision.via, decision.answer) == (
+        "policy", "policy:small", "policy", True)
+    big = await rt.run(wf, {"amount": 500})
+    assert big.status is RunStatus.WAITING and await rt.decisions(big.run_id) == []
+
+
+async def test_a_policy_answer_that_does_not_fit_fails_the_node(rt: Runtime) -> None:
+    wf = flow(policy=Policy("odd", "amount < 100", {"not": "a bool"}))
+    result = await rt.run(wf, {})
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and "policy 'odd'" in result.error.message
+
+
+async def test_an_admin_reassigns_an_open_request(rt: Runtime) -> None:
+    wf = flow(assignees=["alice"])
+    result = await rt.run(wf, {})
+    rid = result.pending_requests[0].id
+    moved = await rt.reassign(result.run_id, rid, assignees=["carol"], by="admin")
+    assert (moved.assignees, moved.roles) == (("carol",), ())
+    with pytest.raises(NotAuthorizedError):
+        await rt.respond(result.run_id, {rid: True}, by="alice")
+    await rt.respond(result.run_id, {rid: True}, by="carol", via="ui")
+    chain = await rt.decisions(result.run_id)
+    assert [(d.kind, d.by) for d in chain] == [("reassign", "admin"), ("answer", "carol")]
+    assert [n.kind for n in await rt.store.notifications(result.run_id)] == [
+        "opened", "reassigned"]
+    with pytest.raises(UnknownRequestError):
+        await rt.reassign(result.run_id, rid, roles=["x"], by="admin")
+    with pytest.raises(InvalidInputError):
+        await rt.reassign(result.run_id, rid, by="admin")
+
+
+async def test_escalate_to_needs_a_timeout(rt: Runtime) -> None:
+    result = await rt.run(flow(escalate_to=["bob"]), {})
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and "escalate_to" in result.error.message
