@@ -51,17 +51,25 @@ class _Router:
         self.skipped: list[str] = []
         self.args: dict[str, bytes] = {}
         self.counts: dict[str, int] = {}  # instances started per node
+        self.joined: set[str] = set()  # nodes whose completion reached the join buffers
+        self.routed: set[str] = set()  # nodes whose own edges were followed
 
     def complete(self, task: str, goto: tuple[str, ...] | None, visited: frozenset[str],
                  sends: tuple[Send, ...] = ()) -> None:
+        """Route one finished task; a node's instances complete it once per superstep.
+
+        The join buffers and the node's own edges (and maps) see the node once,
+        however many instances ran; each instance's ``goto`` and ``Send``s are
+        its own.
+        """
         node = node_of(task)
-        for fan in self.wf.fan_ins:
-            if node in fan.sources:
-                buf = self.joins.setdefault(fan.target, set())
-                buf.add(node)
-                if buf >= set(fan.sources):
-                    del self.joins[fan.target]
-                    self.schedule(fan.target, visited)
+        if node not in self.joined:
+            self.joined.add(node)
+            self.join(node, visited)
+        if goto is None:
+            if node in self.routed:
+                goto = ()
+            self.routed.add(node)
         for target in goto if goto is not None else self.targets(node):
             path = self.wf.maps.get((node, target)) if goto is None else None
             if path is None:
@@ -70,6 +78,16 @@ class _Router:
                 self.map(node, target, path, visited)
         for send in sends:
             self.send(send.node, send.arg, visited)
+
+    def join(self, node: str, visited: frozenset[str]) -> None:
+        """Add ``node`` to the buffers of the fan-ins it feeds; start those now complete."""
+        for fan in self.wf.fan_ins:
+            if node in fan.sources:
+                buf = self.joins.setdefault(fan.target, set())
+                buf.add(node)
+                if buf >= set(fan.sources):
+                    del self.joins[fan.target]
+                    self.schedule(fan.target, visited)
 
     def targets(self, node: str) -> list[str]:
         out = []
