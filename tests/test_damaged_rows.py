@@ -299,6 +299,28 @@ async def test_a_damaged_step_result_raises_from_resume_instead_of_failing_the_n
     assert info.error is None and info.status.value != "failed"
 
 
+@pytest.mark.parametrize("column", ["superstep", "seq", "size"])
+async def test_a_counter_damaged_into_text_stops_resume_and_fork_before_anything_is_written(
+    column: str, sqlite_scenario: Scenario, tmp_path: Path,
+) -> None:
+    facts = sqlite_scenario.facts
+    db = _copy(sqlite_scenario.template, tmp_path / "counter.db")
+    head = facts.heads["D"]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE checkpoints SET {column} = 'x' WHERE run_id = ? "
+                     "AND checkpoint_id = ?", ("D", head))
+    conn.close()
+    before = _dump(db)
+    async with Runtime(SqliteStore(db)) as rt:
+        for call in (lambda: rt.resume(facts.workflows["D"], "D",
+                                       responses={"approve@2#0": True}),
+                     lambda: rt.fork(facts.workflows["D"], "D", head)):
+            with pytest.raises(CheckpointCorruptedError, match=column) as err:
+                await call()
+            assert (err.value.run_id, err.value.checkpoint_id) == ("D", head)
+            assert _dump(db) == before  # no answer, no status, no orphan fork
+
+
 # -- bad input on an undamaged store -----------------------------------------------------------
 
 BAD_INPUT: dict[str, tuple[str, Any]] = {
