@@ -13,11 +13,13 @@ from durable_flow import (
     END,
     Blackboard,
     CheckpointNotFoundError,
+    Command,
     NodeContext,
     PendingRequest,
     RunResult,
     RunStatus,
     Runtime,
+    Send,
     SqliteStore,
     Workflow,
     WorkflowBuilder,
@@ -348,3 +350,43 @@ async def test_a_sub_workflow_left_without_its_anchor_fails_naming_the_given_id(
     with pytest.raises(CheckpointNotFoundError) as err:
         await rt.fork(wf, "orphans", "cp-orphan")
     assert (err.value.run_id, err.value.checkpoint_id) == ("orphans", "cp-orphan")
+
+
+def nested_instances(asked: list[tuple[str, Any]]) -> Workflow:
+    """outer: sub (inner: split sends two instances of ``work``, each asking about its arg)."""
+    inner = WorkflowBuilder("inner", state=Board)
+    inner.add_node("split", lambda s: Command(goto=[Send("work", f"doc{i}") for i in range(2)]),
+                   goto=["work"])
+
+    async def work(state: Board, ctx: NodeContext) -> dict[str, Any]:
+        answer = await ctx.request({"approve": ctx.arg}, response_type=str)
+        asked.append((ctx.node, ctx.arg))
+        return {"log": [f"{ctx.arg}:{answer}"]}
+
+    inner.add_node("work", work, arg_type=str)
+    inner.set_entry("split")
+    outer = WorkflowBuilder("outer", state=Board)
+    outer.add_subworkflow("sub", inner.build(), inputs=["topic"], outputs={"log": "log"})
+    outer.set_entry("sub").add_edge("sub", END)
+    return outer.build()
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+async def test_a_fork_of_a_checkpoint_of_instances_carries_them_and_their_args(
+    rt: Runtime, where: str,
+) -> None:
+    asked: list[tuple[str, Any]] = []
+    wf = nested_instances(asked)
+    paused = await rt.run(wf, {"topic": "t"})
+    [inner] = await rt.history(paused.run_id, namespace="sub", limit=1)
+    forked = await rt.fork(wf, paused.run_id, paused.checkpoint_id if where == "top" else inner.id)
+    assert [q.node for q in forked.pending_requests] == ["sub.work[0]", "sub.work[1]"]
+    [head] = await rt.history(forked.run_id, namespace="sub", limit=1)
+    meta = await rt.store.get_checkpoint(forked.run_id, head.id)
+    assert meta is not None and dict(meta.task_args) == {"work[0]": b'"doc0"',
+                                                          "work[1]": b'"doc1"'}
+    done = await rt.resume(wf, forked.run_id, responses={
+        q.id: "yes" for q in forked.pending_requests})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.log) == ["doc0:yes", "doc1:yes"]
+    assert sorted(asked) == [("sub.work[0]", "doc0"), ("sub.work[1]", "doc1")]

@@ -12,9 +12,11 @@ from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_du
 from durable_flow import (
     END,
     Blackboard,
+    Command,
     InvalidInputError,
     RunStatus,
     Runtime,
+    Send,
     Worker,
     WorkflowBuilder,
     WorkflowMismatchError,
@@ -270,3 +272,50 @@ async def test_a_fork_keeps_the_version_of_its_source(rt: Runtime) -> None:
     result = await rt.run(v2, {"headline": "moon"})
     forked = await rt.fork(v2, result.run_id, result.checkpoint_id)
     assert (await rt.get_run(forked.run_id)).workflow_version == "2"
+
+
+def instances(version: str, *, node: str = "work", arg_type: Any = str,
+              asked: list[tuple[str, Any]] | None = None) -> Any:
+    """split sends two instances of ``node``, each asking about its arg."""
+    asked = asked if asked is not None else []
+    b = WorkflowBuilder("map", state=Doc, version=version)
+    b.add_node("split", lambda s: Command(goto=[Send(node, f"doc{i}") for i in range(2)]),
+               goto=[node])
+
+    async def work(state: Doc, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"approve": ctx.arg}, response_type=bool)
+        asked.append((ctx.node, ctx.arg))
+        return {"trail": [f"{ctx.node}:{ctx.arg}:{ok}"]}
+
+    b.add_node(node, work, arg_type=arg_type)
+    b.set_entry("split")
+    if version == "2":
+        b.migrate("1", dict, nodes={"work": node} if node != "work" else None)
+    return b.build()
+
+
+@pytest.mark.parametrize("node", ["work", "job"])
+async def test_a_run_paused_on_instances_migrates_with_their_args(rt: Runtime, node: str) -> None:
+    asked: list[tuple[str, Any]] = []
+    paused = await rt.run(instances("1"))
+    first, second = (r.id for r in paused.pending_requests)
+    done = await rt.resume(instances("2", node=node, asked=asked), paused.run_id,
+                           migrate=True, responses={first: True})
+    assert done.status is RunStatus.WAITING
+    [migrated] = [c for c in await rt.history(paused.run_id) if c.source == "migrate"]
+    meta = await rt.store.get_checkpoint(paused.run_id, migrated.id)
+    assert meta is not None and meta.next_tasks == (f"{node}[0]", f"{node}[1]")
+    assert dict(meta.task_args) == {f"{node}[0]": b'"doc0"', f"{node}[1]": b'"doc1"'}
+    assert asked == [(f"{node}[0]", "doc0")]  # the other instance still waits for its answer
+    done = await rt.resume(instances("2", node=node, asked=asked), paused.run_id,
+                           responses={second: False})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.trail) == [f"{node}[0]:doc0:True", f"{node}[1]:doc1:False"]
+
+
+async def test_an_instance_arg_the_new_version_rejects_refuses_the_migration(rt: Runtime) -> None:
+    paused = await rt.run(instances("1"))
+    before = await store_dump(rt.store, paused.run_id)
+    with pytest.raises(WorkflowMismatchError, match=r"the arg of 'work\[0\]'"):
+        await rt.resume(instances("2", arg_type=int), paused.run_id, migrate=True)
+    assert await store_dump(rt.store, paused.run_id) == before

@@ -26,6 +26,7 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
 from ..model._records import RunStatus
+from ..model._send import node_of
 from ..model._serde import decode, encode
 from ..model._versions import Migration
 from ..store._protocols import (
@@ -36,6 +37,7 @@ from ..store._protocols import (
     RunRecord,
     RunUpdate,
 )
+from ._instances import task_arg
 from ._loop import RunContext
 from ._state import HISTORY_PREFIX, ThreadState, decode_raw, encode_field, input_values
 from ._task import TaskResult
@@ -79,16 +81,30 @@ async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) 
     store, head = rc.store, record.head_checkpoint_id or ""
     loaded = await store.load_checkpoint(record.run_id, head)
     meta = loaded.meta
-    await _check_nodes(rc, workflow, record, migration, meta)
+    renames = await _check_nodes(rc, workflow, record, migration, meta)
     raw, histories = decode_raw(loaded)
     values = _migrated_values(workflow, record, migration, raw)
     write, state = _checkpoint(workflow, record, migration, loaded, raw, histories, values)
-    return MigrationPlan(write, state, Carry(meta.id, dict(migration.nodes)))
+    for task in write.meta.next_tasks:  # each instance's arg must fit its node's new arg_type
+        _fits(workflow, record, write.meta, task)
+    return MigrationPlan(write, state, Carry(meta.id, renames))
+
+
+def _fits(workflow: Workflow, record: RunRecord, meta: CheckpointMeta, task: str) -> None:
+    try:
+        task_arg(meta, workflow.nodes[node_of(task)], task)
+    except CheckpointCorruptedError as exc:
+        raise _mismatch(workflow, record, f"the arg of {task!r} does not fit version "
+                        f"{workflow.version!r} ({exc.reason})") from None
 
 
 async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
-                       migration: Migration, meta: CheckpointMeta) -> None:
-    """Every node the head still needs exists in the new version; nothing nested is in flight."""
+                       migration: Migration, meta: CheckpointMeta) -> dict[str, str]:
+    """Every node the head still needs exists in the new version; nothing nested is in flight.
+
+    Returns the renames of the task ids recorded at the head (instances keep
+    their index), for the ``Carry`` that moves their rows.
+    """
     store = rc.store
     for node in meta.next_tasks:
         if await store.thread_head(record.run_id, f"{meta.id}/{node}") is not None:
@@ -97,16 +113,17 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
                             f"finish it on version {record.workflow_version!r} first; "
                             "nothing was written")
     rows = await store.get_requests(record.run_id, checkpoint_id=meta.id)
-    needed = {*meta.next_tasks, *(r.node for r in rows)}
-    missing = sorted(n for n in needed if migration.node(n) not in workflow.nodes)
+    writes = await store.get_task_writes(record.run_id, meta.id)
+    needed = {*meta.next_tasks, *(r.node for r in rows), *(w.node for w in writes)}
+    missing = sorted({migration.node(node_of(n)) for n in needed} - set(workflow.nodes))
     if missing:
         raise _mismatch(workflow, record,
                         f"version {workflow.version!r} has no node "
-                        + ", ".join(repr(migration.node(n)) for n in missing)
+                        + ", ".join(map(repr, missing))
                         + " (needed by the run's next tasks or pending requests; "
                         "map renamed nodes with migrate(..., nodes={old: new}))")
-    for write in await store.get_task_writes(record.run_id, meta.id):
-        renamed = dataclasses.replace(write, node=migration.node(write.node))
+    for write in writes:
+        renamed = dataclasses.replace(write, node=migration.task(write.node))
         try:
             TaskResult.from_write(renamed, workflow.schema)
         except CheckpointCorruptedError as exc:
@@ -115,6 +132,7 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
                             f"{workflow.version!r} cannot take ({exc.reason})",
                             f"finish the superstep on version {record.workflow_version!r} "
                             "first; nothing was written") from None
+    return {n: migration.task(n) for n in needed if migration.task(n) != n}
 
 
 def _migrated_values(workflow: Workflow, record: RunRecord, migration: Migration,
@@ -164,15 +182,17 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
     moved = _histories(workflow, record, migration, meta, histories, appends, lengths)
     routed_joins = {migration.node(t): tuple(migration.node(s) for s in sources)
                     for t, sources in meta.joins.items()}
-    next_tasks = tuple(migration.node(n) for n in meta.next_tasks)
+    next_tasks = tuple(migration.task(n) for n in meta.next_tasks)
+    args = {migration.task(n): data for n, data in meta.task_args.items()}
     new = CheckpointMeta(
         id=new_checkpoint_id(), run_id=record.run_id, thread="", namespace="", parent_id=meta.id,
         seq=seq, superstep=meta.superstep + 1, created_at=utcnow(),
         status=RunStatus.RUNNING if next_tasks else RunStatus.COMPLETED, source="migrate",
         routing_reason=f"migrated from version {record.workflow_version} to {workflow.version}",
         next_tasks=next_tasks, joins=routed_joins, value_versions=dict.fromkeys(vals, seq),
-        log_lengths=lengths,
-        size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+        log_lengths=lengths, task_args=args,
+        size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
+        + sum(map(len, args.values())))
     state = ThreadState(meta=new, values=values, histories=moved, value_bytes=vals)
     return CheckpointWrite(new, vals, appends), state
 
@@ -183,7 +203,7 @@ def _histories(workflow: Workflow, record: RunRecord, migration: Migration,
     """Node histories under the new node ids; a renamed node's history moves to a new channel."""
     moved: dict[str, list[Message]] = {}
     for node, messages in histories.items():
-        new = migration.node(node)
+        new = migration.task(node)
         channel = HISTORY_PREFIX + new
         if new != node:
             if channel in meta.log_lengths or new in moved:

@@ -35,6 +35,11 @@ class Migration:
         """The new id of node ``old`` (itself when it was not renamed)."""
         return self.nodes.get(old, old)
 
+    def task(self, old: str) -> str:
+        """The new id of task ``old``: its node renamed, an instance keeping its index."""
+        node, bracket, rest = old.partition("[")
+        return self.node(node) + bracket + rest
+
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
     """The first node, edge or other part where two graph descriptions differ, or None.
