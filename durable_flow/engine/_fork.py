@@ -14,8 +14,8 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
-from ..model._send import node_of
 from ..model._serde import decode, encode
+from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointStore,
@@ -104,7 +104,7 @@ async def prepare_fork(
             await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
         if node is not None:
             thread = f"{write.meta.id}/{node}"
-            sub = target_wf.nodes[node_of(node)].subworkflow
+            sub = target_wf.nodes[TaskId.parse(node).node].subworkflow
             if sub is not None:
                 target_wf = sub.workflow
     top = copies.checkpoints[0]
@@ -188,7 +188,8 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
             _check_bytes(run_id, src.id, data, f"the step {name!r} of {qual!r}")
             copies.steps.append(StepRow(new.run_id, new.id, qual, name, data, now))
         head = await store.thread_head(run_id, f"{src.id}/{node}")
-        sub = wf.nodes[node_of(node)].subworkflow if node_of(node) in wf.nodes else None
+        spec = wf.nodes.get(TaskId.parse(node).node)
+        sub = spec.subworkflow if spec is not None else None
         if head is not None and sub is not None:
             loaded = await _load(store, head, given)
             decode_checkpoint(loaded, sub.workflow.schema)
@@ -272,11 +273,10 @@ async def plan_update(
     state = await ThreadRunner(rc, workflow).load(head)
     new_values, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
     if as_node is not None:
-        routed = route(workflow, workflow.schema.build(new_values), [Completed(as_node)],
+        routed = route(workflow, workflow.schema.build(new_values), [Completed(TaskId(as_node))],
                        state.meta.joins)
     else:
-        routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None,
-                        args=dict(state.meta.task_args))
+        routed = Routed(state.tasks, dict(state.meta.joins), None, args=dict(state.args))
     for name, data in changed.items():  # values a reducer produced must be storable too
         if data is None:
             changed[name] = encode_field(as_node or "<update>", name, new_values[name])

@@ -26,8 +26,8 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
 from ..model._records import RunStatus
-from ..model._send import node_of
 from ..model._serde import decode, encode
+from ..model._task_id import TaskId
 from ..model._versions import Migration
 from ..store._protocols import (
     Carry,
@@ -90,11 +90,12 @@ async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) 
     return MigrationPlan(write, state, Carry(meta.id, renames))
 
 
-def _fits(workflow: Workflow, record: RunRecord, meta: CheckpointMeta, task: str) -> None:
+def _fits(workflow: Workflow, record: RunRecord, meta: CheckpointMeta, stored: str) -> None:
+    task = TaskId.parse(stored)
     try:
-        task_arg(meta, workflow.nodes[node_of(task)], task)
+        task_arg(meta, workflow.nodes[task.node], task)
     except CheckpointCorruptedError as exc:
-        raise _mismatch(workflow, record, f"the arg of {task!r} does not fit version "
+        raise _mismatch(workflow, record, f"the arg of {stored!r} does not fit version "
                         f"{workflow.version!r} ({exc.reason})") from None
 
 
@@ -115,7 +116,7 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
     rows = await store.get_requests(record.run_id, checkpoint_id=meta.id)
     writes = await store.get_task_writes(record.run_id, meta.id)
     needed = {*meta.next_tasks, *(r.node for r in rows), *(w.node for w in writes)}
-    missing = sorted({migration.node(node_of(n)) for n in needed} - set(workflow.nodes))
+    missing = sorted({migration.node(TaskId.parse(n).node) for n in needed} - set(workflow.nodes))
     if missing:
         raise _mismatch(workflow, record,
                         f"version {workflow.version!r} has no node "

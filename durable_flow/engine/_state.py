@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -14,12 +14,13 @@ from ..model._blackboard import Blackboard, StateSchema
 from ..model._frozen import FrozenList, LogBuffer, freeze
 from ..model._messages import Message
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
+from ..model._task_id import TaskId
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "LogGrowth", "ThreadState", "corrupted", "decode_checkpoint",
-    "decode_raw", "encode_field", "log_items",
+    "decode_raw", "encode_field", "log_items", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -33,12 +34,20 @@ class ThreadState:
     ``values`` and ``histories`` are deeply read-only (``freeze``d once when
     they entered the state: input, merge, decoded checkpoint), so they are
     shared, never copied, by every task, later supersteps and results.
+    ``tasks`` and ``args`` are the checkpoint's next tasks and their args,
+    their stored ids parsed once into ``TaskId``s.
     """
 
     meta: CheckpointMeta
     values: dict[str, Any]
     histories: dict[str, list[Message]]
     value_bytes: dict[str, bytes] = field(default_factory=dict)
+    tasks: tuple[TaskId, ...] = field(init=False)
+    args: dict[TaskId, bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tasks = tuple(map(TaskId.parse, self.meta.next_tasks))
+        self.args = {TaskId.parse(t): data for t, data in self.meta.task_args.items()}
 
     def blackboard(self, schema: StateSchema) -> Blackboard:
         """A deeply read-only Blackboard of the current values (``RunResult.state``).
@@ -252,6 +261,12 @@ def _list(value: Any) -> list[Any]:
 def _reason(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{type(exc).__name__}: {text}"
+
+
+def stored_tasks(tasks: Iterable[TaskId], args: Mapping[TaskId, bytes]
+                 ) -> tuple[tuple[str, ...], dict[str, bytes]]:
+    """Next tasks and their args as a checkpoint stores them (task ids as text)."""
+    return tuple(map(str, tasks)), {str(t): data for t, data in args.items()}
 
 
 def history_channel(node: str) -> str:
