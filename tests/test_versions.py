@@ -23,6 +23,7 @@ from durable_flow import (
     WorkflowValidationError,
     append,
 )
+from durable_flow.model._messages import Message
 from durable_flow.model._versions import first_difference
 from durable_flow.store._protocols import CheckpointStore
 
@@ -247,9 +248,6 @@ async def test_a_migration_that_cannot_place_the_run_writes_nothing(rt: Runtime)
     with pytest.raises(InvalidInputError, match="KeyError"):
         await rt.resume(version_2(fn=lambda values: {"headline": values["nope"]}),
                         paused.run_id, migrate=True)
-    with pytest.raises(WorkflowMismatchError, match="rewrites the items of the append field"):
-        await rt.resume(version_2(fn=lambda values: {"trail": ["rewritten"]}), paused.run_id,
-                        migrate=True)
     assert await store_dump(rt.store, paused.run_id) == before
 
 
@@ -319,3 +317,77 @@ async def test_an_instance_arg_the_new_version_rejects_refuses_the_migration(rt:
     with pytest.raises(WorkflowMismatchError, match=r"the arg of 'work\[0\]'"):
         await rt.resume(instances("2", arg_type=int), paused.run_id, migrate=True)
     assert await store_dump(rt.store, paused.run_id) == before
+
+
+def with_messages(version: str, fn: Callable[[dict[str, Any]], Any] = dict,
+                  source: str = "1") -> Any:
+    """note (appends to trail, says something) -> approve (asks) -> note again -> END."""
+
+    class Talk(Doc):
+        messages: Annotated[list[Message], append] = []
+
+    b = WorkflowBuilder("talk", state=Talk, version=version)
+
+    @b.node()
+    async def note(state: Talk) -> dict[str, Any]:
+        said = Message(role="assistant", content=f"note {len(state.trail)}")
+        return {"trail": [f"note@v{version}"], "messages": [said]}
+
+    @b.node(goto=["note", END])
+    async def approve(state: Talk, ctx: Any) -> Command:
+        ok = await ctx.request("ok?", response_type=bool)
+        return Command(update={"approved": ok}, goto=[END] if ok else ["note"])
+
+    b.set_entry("note").add_edge("note", "approve")
+    if version != source:
+        b.migrate(source, fn)
+    return b.build()
+
+
+def rewrite(values: dict[str, Any]) -> dict[str, Any]:
+    messages = [Message(role="system", content="summary")]
+    return {**values, "trail": [t.upper() for t in values["trail"]], "messages": messages}
+
+
+async def test_a_migration_that_rewrites_append_fields_replaces_their_items(rt: Runtime) -> None:
+    paused = await rt.run(with_messages("1"), {"title": "tides"})
+    before = await rt.get_state(paused.run_id)
+    assert list(before.values["trail"]) == ["note@v1"]
+    [req] = paused.pending_requests
+    moved = await rt.resume(with_messages("2", rewrite), paused.run_id, migrate=True,
+                            responses={req.id: False})
+    assert moved.status is RunStatus.WAITING
+    assert list(moved.state.trail) == ["NOTE@V1", "note@v2"]
+    assert [m.content for m in moved.state.messages] == ["summary", "note 1"]
+    [migrated] = [c for c in await rt.history(paused.run_id) if c.source == "migrate"]
+    at = await rt.get_state(paused.run_id, migrated.id)
+    assert at.values["trail"] == ["NOTE@V1"]
+    assert [m["content"] for m in at.values["messages"]] == ["summary"]
+    assert [m.content for m in at.node_histories["note"]] == ["note 0"]
+    old = await rt.get_state(paused.run_id, before.checkpoint_id)
+    assert old.values["trail"] == ["note@v1"]  # older checkpoints read what they always did
+    later = await rt.get_state(paused.run_id)
+    assert later.values["trail"] == ["NOTE@V1", "note@v2"]
+    assert [m.content for m in later.node_histories["note"]] == ["note 0", "note 1"]
+    for source in (migrated.id, later.checkpoint_id):
+        forked = await rt.fork(with_messages("2", rewrite), paused.run_id, source)
+        snap = await rt.get_state(forked.run_id)
+        assert snap.values["trail"][0] == "NOTE@V1", source
+    [req] = moved.pending_requests
+    done = await rt.resume(with_messages("2", rewrite), paused.run_id, responses={req.id: True})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.trail) == ["NOTE@V1", "note@v2"]
+
+
+async def test_an_append_field_can_be_rewritten_twice_and_emptied(rt: Runtime) -> None:
+    paused = await rt.run(with_messages("1"), {"title": "tides"})
+    moved = await rt.resume(with_messages("2", rewrite), paused.run_id, migrate=True)
+    assert list(moved.state.trail) == ["NOTE@V1"]
+
+    def empty(values: dict[str, Any]) -> dict[str, Any]:
+        return {**values, "trail": []}
+
+    emptied = await rt.resume(with_messages("3", empty, source="2"), paused.run_id,
+                              migrate=True)
+    assert list(emptied.state.trail) == []
+    assert (await rt.get_state(paused.run_id)).values["trail"] == []

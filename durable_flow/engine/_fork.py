@@ -27,7 +27,15 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._loop import RunContext, ThreadRunner
-from ._state import DAMAGE, ThreadState, corrupted, decode_checkpoint, encode_field, log_items
+from ._state import (
+    DAMAGE,
+    ThreadState,
+    corrupted,
+    decode_checkpoint,
+    encode_field,
+    log_items,
+    log_name,
+)
 from ._task import TaskResult
 
 __all__ = [
@@ -217,9 +225,12 @@ def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
                      if not wf.schema.field("<fork>", name).is_log}
     logs = {name: [encode_field("<fork>", name, values[name])] for name in values
             if wf.schema.field("<fork>", name).is_log}
-    lengths = dict(loaded.meta.log_lengths) | {name: len(values[name]) for name in logs}
+    # a log the update wrote is written whole, in place of the channel that held it
+    lengths = {ch: n for ch, n in loaded.meta.log_lengths.items() if log_name(ch) not in logs}
+    lengths |= {name: len(values[name]) for name in logs}
     for ch, chunks in loaded.logs.items():
-        logs.setdefault(ch, chunks)
+        if log_name(ch) not in logs:
+            logs.setdefault(ch, chunks)
     meta = _replace(loaded.meta, log_lengths=lengths,
                     value_versions=dict.fromkeys(runner_values, loaded.meta.seq))
     return LoadedCheckpoint(meta=meta, values=runner_values, logs=logs)
@@ -236,11 +247,12 @@ def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str, *,
     if carried and m.status is RunStatus.WAITING:
         status = RunStatus.WAITING
     appends: dict[str, bytes] = {}
-    for ch in m.log_lengths:
-        appends[ch] = encode(log_items(loaded, ch))
+    for ch in m.log_lengths:  # whole logs, each in the plain channel of what it holds
+        appends[log_name(ch)] = encode(log_items(loaded, ch))
     meta = _replace(
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source="fork", status=status,
+        log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
         value_versions=dict.fromkeys(loaded.values, 0), error=None,
         size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
     return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)

@@ -62,6 +62,7 @@ from ._state import (
     encode_field,
     history_channel,
     input_values,
+    log_channels,
     stored_tasks,
 )
 from ._task import (
@@ -506,11 +507,12 @@ class ThreadRunner:
             data = data if data is not None else encode_field("<merge>", name, values[name])
             if value_bytes.get(name) != data:
                 vals[name] = value_bytes[name] = data
-        appends = {ch: join_arrays(chunks) for ch, chunks in appended.items()}
+        stored = log_channels(base)  # a log a migration rewrote has a channel of its own
+        appends = {stored.get(ch, ch): join_arrays(chunks) for ch, chunks in appended.items()}
         lengths = dict(base.log_lengths)
         for ch in appended:
             node = ch.removeprefix("history:") if ch.startswith("history:") else None
-            lengths[ch] = len(histories[node]) if node is not None else len(values[ch])
+            lengths[stored.get(ch, ch)] = len(histories[node] if node is not None else values[ch])
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
         if pause and routed.next_tasks:
             status = RunStatus.WAITING

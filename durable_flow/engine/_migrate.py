@@ -37,9 +37,18 @@ from ..store._protocols import (
     RunRecord,
     RunUpdate,
 )
+from ._histories import MESSAGES
 from ._instances import task_arg
 from ._loop import RunContext
-from ._state import HISTORY_PREFIX, ThreadState, decode_raw, encode_field, input_values
+from ._state import (
+    HISTORY_PREFIX,
+    REWRITTEN,
+    ThreadState,
+    decode_raw,
+    encode_field,
+    input_values,
+    log_channels,
+)
 from ._task import TaskResult
 
 __all__ = ["MigrationPlan", "commit_migration", "plan_migration"]
@@ -69,7 +78,7 @@ async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) 
 
     Raises ``WorkflowMismatchError`` (no migration from the run's version, a
     node the new version lacks, a sub-workflow in flight, a finished task's
-    write the new blackboard rejects, an ``append`` field rewritten) or
+    write the new blackboard rejects, an instance's arg its node now rejects) or
     ``InvalidInputError`` (the migration failed or its values do not fit).
     """
     migration = workflow.migrations.get(record.workflow_version)
@@ -160,27 +169,25 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
                 loaded: LoadedCheckpoint, raw: dict[str, Any],
                 histories: dict[str, list[Message]], values: dict[str, Any],
                 ) -> tuple[CheckpointWrite, ThreadState]:
-    """The ``migrate`` checkpoint: every value channel written, log channels extended."""
+    """The ``migrate`` checkpoint: every value channel written, log channels extended.
+
+    A log whose old items the migration changed starts over in a channel of its
+    own (``_log``); when that is ``messages``, the node histories referring to
+    it are written whole too.
+    """
     meta, seq = loaded.meta, loaded.meta.seq + 1
     vals: dict[str, bytes] = {}
     appends: dict[str, bytes] = {}
     lengths: dict[str, int] = {}
+    rewritten: set[str] = set()
     for name, value in values.items():
         spec = workflow.schema.fields.get(name)
         if spec is None or not spec.is_log:
             vals[name] = encode_field(_WRITER, name, value)
-            continue
-        items = list(value)
-        kept = len(raw[name]) if name in meta.log_lengths and isinstance(raw.get(name), list) \
-            else 0
-        if kept and _plain(items[:kept]) != _plain(raw[name]):
-            raise _mismatch(workflow, record,
-                            f"the migration rewrites the items of the append field {name!r}; "
-                            "it may keep them and add new ones")
-        if len(items) > kept:
-            appends[name] = encode_field(_WRITER, name, items[kept:])
-        lengths[name] = len(items)
-    moved = _histories(workflow, record, migration, meta, histories, appends, lengths)
+        elif _log(name, list(value), raw, log_channels(meta), seq, appends, lengths):
+            rewritten.add(name)
+    moved = _histories(workflow, record, migration, meta, histories, appends, lengths,
+                       whole=MESSAGES in rewritten)
     routed_joins = {migration.node(t): tuple(migration.node(s) for s in sources)
                     for t, sources in meta.joins.items()}
     next_tasks = tuple(migration.task(n) for n in meta.next_tasks)
@@ -198,19 +205,45 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
     return CheckpointWrite(new, vals, appends), state
 
 
+def _log(name: str, items: list[Any], raw: dict[str, Any], channels: dict[str, str], seq: int,
+         appends: dict[str, bytes], lengths: dict[str, int]) -> bool:
+    """Write the log ``name`` of the migrate checkpoint (at ``seq``); True if it was rewritten.
+
+    Items that keep the old ones and add new ones are appended; otherwise the
+    migration's items replace the old ones (not through the reducer): they are
+    written whole to ``<name>#<seq>``, a channel older checkpoints never read.
+    """
+    stored = channels.get(name)
+    kept = len(raw[name]) if stored is not None and isinstance(raw.get(name), list) else 0
+    rewritten = bool(kept) and _plain(items[:kept]) != _plain(raw[name])
+    channel, start = (f"{name}{REWRITTEN}{seq}", 0) if rewritten else (stored or name, kept)
+    if len(items) > start:
+        appends[channel] = encode_field(_WRITER, name, items[start:])
+    lengths[channel] = len(items)
+    return rewritten
+
+
 def _histories(workflow: Workflow, record: RunRecord, migration: Migration,
                meta: CheckpointMeta, histories: dict[str, list[Message]],
-               appends: dict[str, bytes], lengths: dict[str, int]) -> dict[str, list[Message]]:
-    """Node histories under the new node ids; a renamed node's history moves to a new channel."""
+               appends: dict[str, bytes], lengths: dict[str, int], *,
+               whole: bool) -> dict[str, list[Message]]:
+    """Node histories under the new task ids; a renamed task's history moves to a new channel.
+
+    ``whole`` (the ``messages`` log was rewritten, so references into it no
+    longer hold): every history is written whole to a channel of its own.
+    """
+    channels, seq = log_channels(meta), meta.seq + 1
     moved: dict[str, list[Message]] = {}
     for node, messages in histories.items():
         new = migration.task(node)
-        channel = HISTORY_PREFIX + new
-        if new != node:
-            if channel in meta.log_lengths or new in moved:
-                raise _mismatch(workflow, record,
-                                f"node {node!r} is renamed to {new!r}, which has a history "
-                                "of its own already")
+        name = HISTORY_PREFIX + new
+        channel = channels.get(name, name)
+        if new != node and (name in channels or new in moved):
+            raise _mismatch(workflow, record,
+                            f"node {node!r} is renamed to {new!r}, which has a history "
+                            "of its own already")
+        if whole or new != node:
+            channel = f"{name}{REWRITTEN}{seq}" if whole else name
             appends[channel] = encode_field(new, "history", list(messages))
         lengths[channel] = len(messages)
         moved[new] = FrozenList(messages)

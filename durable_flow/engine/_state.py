@@ -19,11 +19,16 @@ from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
-    "DAMAGE", "HISTORY_PREFIX", "LogGrowth", "ThreadState", "corrupted", "decode_checkpoint",
-    "decode_raw", "encode_field", "log_items", "stored_tasks",
+    "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
+    "decode_checkpoint", "decode_raw", "encode_field", "log_channels", "log_items", "log_name",
+    "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
+# A log a migration rewrote starts over in a channel of its own, ``<name>#<seq>``
+# (a store reads a checkpoint's logs only from the channels its log_lengths name);
+# field names and node ids never hold "#".
+REWRITTEN = "#"
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
@@ -108,6 +113,16 @@ def corrupted(run_id: str, checkpoint_id: str, exc: BaseException,
     return CheckpointCorruptedError(run_id, checkpoint_id, f"{what}: {reason}" if what else reason)
 
 
+def log_name(channel: str) -> str:
+    """What a stored log channel holds: a field or ``history:<task>`` (``notes#5`` -> ``notes``)."""
+    return channel.partition(REWRITTEN)[0]
+
+
+def log_channels(meta: CheckpointMeta) -> dict[str, str]:
+    """The stored channel of each log a checkpoint sees, by what it holds."""
+    return {log_name(channel): channel for channel in meta.log_lengths}
+
+
 def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
     """Plain values and node histories of a checkpoint, without any schema."""
     raw = _raw_values(loaded)
@@ -124,7 +139,7 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
 def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
     """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
     own = schema.cls.model_fields.get(MESSAGES)
-    typed = (MESSAGES in loaded.meta.log_lengths and own is not None
+    typed = (MESSAGES in log_channels(loaded.meta) and own is not None
              and own.annotation == Blackboard.model_fields[MESSAGES].annotation)
     # the messages log, the longest, is validated straight from its bytes
     raw = _raw_values(loaded, skip=MESSAGES if typed else None)
@@ -149,8 +164,9 @@ def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, 
         for channel, data in loaded.values.items():
             raw[channel] = decode(data)
         for channel, length in meta.log_lengths.items():
-            if not channel.startswith(HISTORY_PREFIX) and channel != skip:
-                raw[channel] = _concat(loaded.logs.get(channel, []), length)
+            name = log_name(channel)
+            if not name.startswith(HISTORY_PREFIX) and name != skip:
+                raw[name] = _concat(loaded.logs.get(channel, []), length)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
     return raw
@@ -158,11 +174,11 @@ def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, 
 
 def _messages_log(loaded: LoadedCheckpoint) -> list[Message]:
     """The thread's ``messages`` log as ``Message`` objects (empty when it has none)."""
-    length = loaded.meta.log_lengths.get(MESSAGES)
-    if length is None:
+    channel = log_channels(loaded.meta).get(MESSAGES)
+    if channel is None:
         return []
     try:
-        return _messages(loaded.logs.get(MESSAGES, []), length, list)
+        return _messages(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc,
                         f"channel {MESSAGES!r}") from None
@@ -177,7 +193,7 @@ def _histories(loaded: LoadedCheckpoint,
     try:
         for channel, length in meta.log_lengths.items():
             if channel.startswith(HISTORY_PREFIX):
-                histories[channel[len(HISTORY_PREFIX):]] = _messages(
+                histories[log_name(channel)[len(HISTORY_PREFIX):]] = _messages(
                     loaded.logs.get(channel, []), length, messages)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
@@ -249,7 +265,8 @@ def log_items(loaded: LoadedCheckpoint, channel: str) -> list[Any]:
 
 def _plain_messages(loaded: LoadedCheckpoint) -> list[Any]:
     """The plain items of the thread's ``messages`` log (none when it has no such log)."""
-    return log_items(loaded, MESSAGES) if MESSAGES in loaded.meta.log_lengths else []
+    channel = log_channels(loaded.meta).get(MESSAGES)
+    return log_items(loaded, channel) if channel is not None else []
 
 
 def _list(value: Any) -> list[Any]:
