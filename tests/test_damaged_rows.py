@@ -114,8 +114,10 @@ ROWS = [
     Row("channel_values", "A score@0", _A, _value(_A, _top(""), _top("score"), _top(0)),
         ("data",)),
     Row("channel_values", "A sub q@0", _A, _value(_A, _sub("A"), _top("q"), _top(0)), ("data",)),
-    Row("channel_values", "B approved@2", _top("B"),
-        _value(_top("B"), _top(""), _top("approved"), _top(2)), ("data",)),
+    # B was resumed twice inside its sub-workflow: each resume moved it to a new
+    # top-level checkpoint (seq 2 and 3), so the superstep that wrote approved is seq 4
+    Row("channel_values", "B approved@4", _top("B"),
+        _value(_top("B"), _top(""), _top("approved"), _top(4)), ("data",)),
     Row("checkpoints", "D head", _top("D"), _cp(_top("D"), lambda f: f.heads["D"]),
         ("next_tasks", "value_versions", "log_lengths")),
     Row("channel_values", "D topic@1", _top("D"),

@@ -11,10 +11,9 @@ from ..errors import CheckpointNotFoundError, InvalidInputError
 from ..model._clock import utcnow
 from ..model._frozen import freeze, freeze_appended
 from ..model._graph import Workflow
-from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
-from ..model._serde import decode, encode
+from ..model._serde import decode
 from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
@@ -33,8 +32,8 @@ from ._state import (
     corrupted,
     decode_checkpoint,
     encode_field,
-    log_items,
     log_name,
+    self_contained,
 )
 from ._task import TaskResult
 
@@ -105,7 +104,7 @@ async def prepare_fork(
         if last and update:
             loaded = _with_update(target_wf, loaded, update)
         carry = not (last and update) and await _is_head(store, meta)
-        write = _copy(loaded, rc.run_id, thread, carried=carry)
+        write = self_contained(loaded, rc.run_id, thread, carried=carry)
         copies.checkpoints.append(write)
         node = None if last else chain[depth + 1].thread.partition("/")[2]
         if carry:
@@ -156,9 +155,16 @@ async def _load(store: CheckpointStore, meta: CheckpointMeta, given: str) -> Loa
 
 
 async def _is_head(store: CheckpointStore, meta: CheckpointMeta) -> bool:
-    """Whether ``meta``'s superstep is still in progress (nothing merged after it)."""
+    """Whether ``meta``'s superstep is still in progress (nothing merged after it).
+
+    A resume inside a sub-workflow moves the top level's superstep in progress
+    onto a newer checkpoint of the same superstep (``_resume``); the older one
+    still stands for its nested state, which is copied (what its superstep
+    recorded moved on with the run, so those tasks run again).
+    """
     head = await store.thread_head(meta.run_id, meta.thread)
-    return head is not None and head.id == meta.id
+    return head is not None and (head.id == meta.id or (
+        meta.thread == "" and head.superstep == meta.superstep))
 
 
 async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
@@ -201,7 +207,7 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
         if head is not None and sub is not None:
             loaded = await _load(store, head, given)
             decode_checkpoint(loaded, sub.workflow.schema)
-            write = _copy(loaded, new.run_id, f"{new.id}/{node}", carried=True)
+            write = self_contained(loaded, new.run_id, f"{new.id}/{node}", carried=True)
             copies.checkpoints.append(write)
             await _carry(store, sub.workflow, head, write.meta, copies, given, skip=None)
 
@@ -234,28 +240,6 @@ def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
     meta = _replace(loaded.meta, log_lengths=lengths,
                     value_versions=dict.fromkeys(runner_values, loaded.meta.seq))
     return LoadedCheckpoint(meta=meta, values=runner_values, logs=logs)
-
-
-def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str, *,
-          carried: bool) -> CheckpointWrite:
-    """A self-contained copy (every channel written) as the first checkpoint of a thread.
-
-    A ``carried`` copy continues its superstep, so a waiting one stays waiting.
-    """
-    m = loaded.meta
-    status = RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED
-    if carried and m.status is RunStatus.WAITING:
-        status = RunStatus.WAITING
-    appends: dict[str, bytes] = {}
-    for ch in m.log_lengths:  # whole logs, each in the plain channel of what it holds
-        appends[log_name(ch)] = encode(log_items(loaded, ch))
-    meta = _replace(
-        m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
-        created_at=utcnow(), source="fork", status=status,
-        log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
-        value_versions=dict.fromkeys(loaded.values, 0), error=None,
-        size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
-    return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 
 
 def _replace(meta: CheckpointMeta, **changes: Any) -> CheckpointMeta:

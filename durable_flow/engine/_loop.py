@@ -54,7 +54,7 @@ from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
-from ._preflight import preflight
+from ._resume import resume_point
 from ._state import (
     LogGrowth,
     ThreadState,
@@ -202,6 +202,8 @@ class ThreadRunner:
                 return ThreadOutcome(RunStatus.COMPLETED, state)
             if state.meta.superstep >= self.max_supersteps:
                 return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
+            if resumed and self.top:  # checked, and moved off the id it was reported at
+                state = await resume_point(self, state, checked=state.meta.id == self._fresh)
             step = await self._superstep(state, resumed)
             resumed = False
             if isinstance(step, ThreadOutcome):
@@ -216,8 +218,6 @@ class ThreadRunner:
         answered: dict[TaskId, dict[int, RequestRow]] = {}
         blocked: set[TaskId] = set()
         if resumed:
-            if self.top and base.id != self._fresh:
-                await preflight(self, st)
             saved, answered, blocked = await self._recorded(st, step)
         todo = [n for n in st.tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -11,17 +12,20 @@ from pydantic import TypeAdapter
 
 from ..errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 from ..model._blackboard import Blackboard, StateSchema
+from ..model._clock import utcnow
 from ..model._frozen import FrozenList, LogBuffer, freeze
+from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
+from ..model._records import CheckpointSource, RunStatus
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..model._task_id import TaskId
-from ..store._protocols import CheckpointMeta, LoadedCheckpoint
+from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
     "decode_checkpoint", "decode_raw", "encode_field", "log_channels", "log_items", "log_name",
-    "stored_tasks",
+    "self_contained", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -284,6 +288,27 @@ def stored_tasks(tasks: Iterable[TaskId], args: Mapping[TaskId, bytes]
                  ) -> tuple[tuple[str, ...], dict[str, bytes]]:
     """Next tasks and their args as a checkpoint stores them (task ids as text)."""
     return tuple(map(str, tasks)), {str(t): data for t, data in args.items()}
+
+
+def self_contained(loaded: LoadedCheckpoint, run_id: str, thread: str, *, carried: bool,
+                   source: CheckpointSource = "fork") -> CheckpointWrite:
+    """A self-contained copy (every channel written) as the first checkpoint of a thread.
+
+    A ``carried`` copy continues its superstep, so a waiting one stays waiting.
+    Whole logs are written each in the plain channel of what it holds.
+    """
+    m = loaded.meta
+    status = RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED
+    if carried and m.status is RunStatus.WAITING:
+        status = RunStatus.WAITING
+    appends = {log_name(ch): encode(log_items(loaded, ch)) for ch in m.log_lengths}
+    meta = dataclasses.replace(
+        m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
+        created_at=utcnow(), source=source, status=status,
+        log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
+        value_versions=dict.fromkeys(loaded.values, 0), error=None,
+        size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
+    return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 
 
 def history_channel(node: str) -> str:
