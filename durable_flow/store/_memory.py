@@ -261,13 +261,11 @@ class MemoryStore:
                 meta = self._checkpoints[commit.mark.checkpoint_id]
                 self._checkpoints[meta.id] = dataclasses.replace(
                     meta, status=commit.mark.status, error=commit.mark.error)
-            if commit.checkpoint is not None:
-                self._insert_checkpoint(commit.checkpoint)
-                if commit.carry is not None:
-                    self._carry(run_id, commit.carry, commit.checkpoint.meta.id)
-            for write, carry in commit.nested:
+            top = [(commit.checkpoint, commit.carry)] if commit.checkpoint is not None else []
+            for write, carry in [*top, *commit.nested]:
                 self._insert_checkpoint(write)
-                self._carry(run_id, carry, write.meta.id)
+                if carry is not None:
+                    self._carry(run_id, carry, write.meta.id)
             run = dataclasses.replace(run, updated_at=now)
             if commit.run is not None:
                 upd = commit.run
