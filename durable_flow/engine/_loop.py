@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -34,27 +34,25 @@ from ..model._frozen import freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
-from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
+from ..model._records import CheckpointSource, ErrorInfo, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
-    CheckpointStore,
     CheckpointWrite,
-    Commit,
-    Lease,
     RequestRow,
     RunUpdate,
     StatusMark,
-    StepRow,
     TaskWrite,
 )
 from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
+from ._ownership import HandBack
 from ._resume import resume_point
+from ._run import RunContext
 from ._state import (
     LogGrowth,
     ThreadState,
@@ -78,37 +76,6 @@ from ._task import (
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
 
 _log = get_logger()
-
-
-class RunContext:
-    """What every thread of one run execution shares: store, lease, event sink."""
-
-    def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
-                 emit: Callable[[Event], None] | None) -> None:
-        self.store = store
-        self.lease = lease
-        self.run_id = lease.run_id
-        self.workflow_name = workflow_name
-        self._emit = emit
-        self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
-        # sub-workflow heads read by ``preflight``, by thread, until their task continues them
-        self.preloaded: dict[str, ThreadState] = {}
-
-    def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
-             **data: Any) -> None:
-        """Send an event to the stream, if one listens."""
-        if self._emit is None:
-            return  # run()/resume(): nobody reads events, so none are built
-        self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
-                         superstep=superstep, node=node, ts=utcnow(), data=data))
-
-    async def put_step(self, row: StepRow) -> None:
-        """Record a ``ctx.step`` result under the run's lease."""
-        await self.store.put_step(self.lease, row)
-
-    async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease."""
-        await self.store.commit(Commit(lease=self.lease, **parts))
 
 
 @dataclass
@@ -200,6 +167,8 @@ class ThreadRunner:
         while True:
             if not state.meta.next_tasks:
                 return ThreadOutcome(RunStatus.COMPLETED, state)
+            if self.top and self.rc.stopping:
+                raise HandBack
             if state.meta.superstep >= self.max_supersteps:
                 return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
             if resumed and self.top:  # checked, and moved off the id it was reported at
@@ -291,8 +260,7 @@ class ThreadRunner:
                 batch = list(queue)
                 queue.clear()
                 try:
-                    await self.rc.store.put_task_writes(
-                        self.rc.lease, [self._task_write(st, r) for r in batch])
+                    await self.rc.put_task_writes([self._task_write(st, r) for r in batch])
                 except LeaseLostError as exc:
                     fence.lose(exc)
                     raise
