@@ -1,7 +1,8 @@
 """The store under test: every conformance test runs once per store kind.
 
 To add a backend, add its name to STORE_KINDS and a branch to ``_make``.
-PostgreSQL tests share one database per session, emptied before each test.
+PostgreSQL tests share one database per session (``pg_dsn``, from the
+tests' root ``conftest.py``), emptied before each test.
 """
 
 from __future__ import annotations
@@ -19,13 +20,6 @@ from durable_flow.store._sqlite import SqliteStore
 from .pgdb import fresh_database, truncate_all
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """A database of this test session on the test server, migrated by the first store."""
-    with fresh_database() as dsn:
-        yield dsn
 
 
 @pytest.fixture
