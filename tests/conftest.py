@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores.pgdb import fresh_database, truncate_all
+from stores.pgdb import empty_tables, fresh_database, run_async
 
 from durable_flow import MemoryStore, PostgresStore, Runtime, SqliteStore
 from durable_flow.store.sql._cache import CACHE_ENV, load_or_compile, statements_for
@@ -43,19 +43,18 @@ def _statements_from_the_cache() -> None:
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
-    """A database of this test session on the test server, migrated by its first store."""
+    """A database of this test session on the test server, migrated to head."""
     with fresh_database() as dsn:
+        run_async(_migrate(dsn))
         yield dsn
 
 
-async def empty_pg(dsn: str) -> None:
-    """Migrate the session's database (once) and empty every table."""
+async def _migrate(dsn: str) -> None:
     store = PostgresStore(dsn, max_size=1)
     try:
         await store.setup()
     finally:
         await store.close()
-    await truncate_all(dsn)
 
 
 @pytest.fixture(params=STORES)
@@ -73,7 +72,7 @@ async def store_factory(request: pytest.FixtureRequest,
             return made[-1]
     else:
         dsn = request.getfixturevalue("pg_dsn")
-        await empty_pg(dsn)
+        await empty_tables(dsn)
 
         def make() -> Any:
             made.append(PostgresStore(dsn, max_size=PG_POOL))

@@ -39,11 +39,15 @@ def _empty_database(schema: tuple[str, ...]) -> bytes:
     """An empty database with the schema, serialized (made once per process)."""
     conn = sqlite3.connect(":memory:")
     try:
-        for ddl in schema:
-            conn.execute(ddl)
+        _create(conn, schema)
         return conn.serialize()
     finally:
         conn.close()
+
+
+def _create(conn: sqlite3.Connection, schema: tuple[str, ...]) -> None:
+    for ddl in schema:
+        conn.execute(ddl)
 
 
 class _MemoryDriver:
@@ -54,7 +58,10 @@ class _MemoryDriver:
         # isolation_level=None: every transaction is explicit (BEGIN ... COMMIT).
         self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None,
                                      cached_statements=256)
-        self._conn.deserialize(_empty_database(schema))
+        if hasattr(self._conn, "deserialize"):
+            self._conn.deserialize(_empty_database(schema))
+        else:  # an SQLite built without serialization
+            _create(self._conn, schema)
         self._lock = threading.Lock()
 
     async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:

@@ -78,6 +78,10 @@ def fresh_database() -> Iterator[str]:
         run_async(execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-async def truncate_all(dsn: str) -> None:
-    """Empty every store table (the schema and its version stay)."""
-    await execute(dsn, f"TRUNCATE {', '.join(sorted(METADATA.tables))}")
+async def empty_tables(dsn: str) -> None:
+    """Empty every store table (the schema and its version stay).
+
+    DELETE, not TRUNCATE: on tables this small it takes a few milliseconds,
+    where TRUNCATE (new files for every table and index) takes 100-200.
+    """
+    await execute(dsn, "; ".join(f"DELETE FROM {table}" for table in sorted(METADATA.tables)))
