@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from waitkit import any_store_fixture, rt_fixture, wait_pg_dsn_fixture  # noqa: F401
 
 from durable_flow import (
     END,

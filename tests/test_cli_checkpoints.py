@@ -125,3 +125,25 @@ def test_a_recent_superstep_of_a_long_run_is_found_without_reading_every_checkpo
                 await resolve_checkpoint(rt, "long", "@1001")
 
     asyncio.run(scenario())
+
+
+def test_every_inner_superstep_is_named_after_a_resume_inside_the_sub_workflow() -> None:
+    import collections
+
+    from test_nested_forks import two_inner_questions
+
+    async def go() -> None:
+        wf = two_inner_questions(collections.Counter())
+        async with Runtime(MemoryStore()) as rt:
+            first = await rt.run(wf, {"x": 1})
+            await rt.resume(wf, first.run_id, responses={first.pending_requests[0].id: 10})
+            # the resume went on in a copy of the paused thread: @1/sub@0 is in the first one
+            inner = {c.superstep: c.id for c in reversed(
+                await rt.history(first.run_id, namespace="sub"))}
+            for superstep in (0, 1, 2):
+                assert await resolve_checkpoint(rt, first.run_id, f"@1/sub@{superstep}") == \
+                    inner[superstep]
+            with pytest.raises(CliError, match="no checkpoint at superstep 3"):
+                await resolve_checkpoint(rt, first.run_id, "@1/sub@3")
+
+    asyncio.run(go())

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from waitkit import any_store_fixture, eventually, rt_fixture, serving, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import eventually, serving
 
 from durable_flow import (
     END,
@@ -58,14 +58,14 @@ class Recorder:
 
 
 async def test_a_worker_delivers_the_opened_notification(
-        any_store: Callable[[], CheckpointStore]) -> None:
-    store = any_store()
+        store_factory: Callable[[], CheckpointStore]) -> None:
+    store = store_factory()
     async with Runtime(store) as rt:
         await Users(store).add("fiona", "pw", roles=["finance"], email="fiona@example.com")
         result = await rt.run(flow(), {})
         assert result.status is RunStatus.WAITING
         recorder = Recorder()
-        async with Worker(any_store(), [flow()], poll_interval=0.05,
+        async with Worker(store_factory(), [flow()], poll_interval=0.05,
                           notifiers=[recorder]) as worker, serving(worker):
             async def sent() -> bool:
                 return bool(recorder.sent)
@@ -98,8 +98,8 @@ async def test_a_failed_delivery_is_tried_again_with_the_same_id(rt: Runtime) ->
     assert second.links["alice@example.com"].startswith(f"http://inbox.test/approve/{result.run_id}/")
 
 
-async def test_people_are_kept_with_argon2_hashes(any_store: Callable[[], CheckpointStore]) -> None:
-    store = any_store()
+async def test_people_are_kept_with_argon2_hashes(store_factory: Callable[[], CheckpointStore]) -> None:
+    store = store_factory()
     async with Runtime(store):
         users = Users(store)
         added = await users.add("ann", "correct horse", roles=["finance"], email="ann@example.com")

@@ -202,12 +202,28 @@ def _steps(ref: str) -> list[tuple[str, int]]:
 
 async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
     [(_, superstep), *inner] = _steps(ref)
-    thread, where = "", "the run"
-    for node, inner_superstep in inner:
-        # the sub-workflow ran during `superstep`, from the checkpoint before it,
-        # which is all there is while it is still paused inside
-        thread, where = await _subthread(store, run_id, thread, superstep, node, ref)
-        superstep = inner_superstep
+    return await _find(store, run_id, "", "the run", superstep, inner, ref)
+
+
+async def _find(store: CheckpointStore, run_id: str, thread: str, where: str, superstep: int,
+                inner: list[tuple[str, int]], ref: str) -> str:
+    """The checkpoint of ``superstep`` in ``thread``, or of the ``inner`` steps below it.
+
+    A sub-workflow that ran during a superstep may have several threads: a
+    resume inside it goes on in a copy under a newer checkpoint of the same
+    superstep. They are tried newest first.
+    """
+    if inner:
+        (node, inner_superstep), rest = inner[0], inner[1:]
+        first: CliError | None = None
+        async for sub in _subthreads(store, run_id, thread, superstep, node):
+            try:
+                return await _find(store, run_id, sub, f"sub-workflow {node} of superstep "
+                                   f"{superstep}", inner_superstep, rest, ref)
+            except CliError as exc:
+                first = first or exc
+        raise first or CliError(
+            f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
     async for meta in _newest_first(store, run_id, thread):
         if meta.superstep == superstep:  # the checkpoint of that superstep on the current chain
             return meta.id
@@ -217,15 +233,14 @@ async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
                    f"(its supersteps: {span})")
 
 
-async def _subthread(store: CheckpointStore, run_id: str, thread: str, superstep: int,
-                     node: str, ref: str) -> tuple[str, str]:
-    """The thread of sub-workflow ``node`` run during ``superstep`` of ``thread``."""
+async def _subthreads(store: CheckpointStore, run_id: str, thread: str, superstep: int,
+                      node: str) -> AsyncIterator[str]:
+    """The threads of sub-workflow ``node`` run during ``superstep`` of ``thread``, newest first."""
     async for base in _newest_first(store, run_id, thread):
         if base.superstep == superstep - 1 and node in base.next_tasks:
             sub = f"{base.id}/{node}"
             if await store.thread_head(run_id, sub) is not None:
-                return sub, f"sub-workflow {node} of superstep {superstep}"
-    raise CliError(f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
+                yield sub
 
 
 async def _newest_first(store: CheckpointStore, run_id: str,

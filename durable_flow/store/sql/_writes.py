@@ -15,6 +15,7 @@ from ...model._clock import utcnow
 from ...model._records import RunStatus
 from .._protocols import (
     HEAD_MOVED,
+    CheckpointMeta,
     Commit,
     Lease,
     StepRow,
@@ -68,6 +69,10 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         yield from insert_checkpoint(q, commit.checkpoint)
         if commit.carry is not None:
             yield from carry_tx(q, run_id, commit.carry, meta.id)
+    for write, carry in commit.nested:
+        yield from _check_thread_head(q, commit, write.meta)
+        yield from insert_checkpoint(q, write)
+        yield from carry_tx(q, run_id, carry, write.meta.id)
     yield from _after_run_update(q, commit)
 
 
@@ -82,9 +87,11 @@ def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
         yield from waiting_tx(q, run_id, utcnow())
 
 
-def _check_thread_head(q: Queries, commit: Commit) -> Tx[None]:
+def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None
+                       ) -> Tx[None]:
     """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS)."""
-    meta = commit.checkpoint.meta if commit.checkpoint is not None else None
+    if meta is None and commit.checkpoint is not None:
+        meta = commit.checkpoint.meta
     if meta is None:
         return
     rows = yield from fetch(q.cp_head, run_id=meta.run_id, thread=meta.thread)
