@@ -152,3 +152,18 @@ async def test_escalate_to_needs_a_timeout(rt: Runtime) -> None:
     result = await rt.run(flow(escalate_to=["bob"]), {})
     assert result.status is RunStatus.FAILED
     assert result.error is not None and "escalate_to" in result.error.message
+
+
+async def test_an_approval_link_is_signed_for_someone_who_may_answer(rt: Runtime) -> None:
+    from durable_flow.runtime._links import LinkSigner
+
+    result = await rt.run(flow(roles=["finance"]), {})
+    rid = result.pending_requests[0].id
+    with pytest.raises(NotAuthorizedError):
+        await rt.approval_link(result.run_id, rid, for_="bob", base_url="http://x", secret="k")
+    url = await rt.approval_link(result.run_id, rid, for_=Principal("fay", ("finance",)),
+                                 base_url="http://x", secret="k")
+    token = url.split("token=", 1)[1]
+    assert LinkSigner("k").check(token, result.run_id, rid).principal == "fay"
+    with pytest.raises(UnknownRequestError):
+        await rt.approval_link(result.run_id, "nope", for_="fay", base_url="http://x", secret="k")

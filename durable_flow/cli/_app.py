@@ -109,9 +109,13 @@ _COMMANDS = [
     ("send-event", "_events", "send_event"), ("cancel", "_control", "cancel"),
     ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
     ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
+    ("audit", "_approvals", "audit"), ("link", "_approvals", "link"),
 ]
 _DB_COMMANDS = [("upgrade", "_tools", "upgrade"), ("prune", "_tools", "prune")]
-_GROUPS = {"db"}
+_USERS_COMMANDS = [("add", "_approvals", "users_add"), ("list", "_approvals", "users_list"),
+                   ("remove", "_approvals", "users_remove"),
+                   ("set-roles", "_approvals", "users_set_roles")]
+_GROUPS = {"db", "users"}
 # global options before the command: those taking a value, and flags
 _VALUED, _FLAGS = {"--db"}, {"--log-json", "--debug"}
 
@@ -131,6 +135,12 @@ def build_app(only: str | None = None) -> typer.Typer:
         root.add_typer(db_app, name="db")
         for name, module, fn in _DB_COMMANDS:
             _register(db_app, name, _command(module, fn))
+    if only in (None, "users"):
+        users_app = typer.Typer(name="users", help="The web app's people: add, list, remove, "
+                                "set their roles.", no_args_is_help=True)
+        root.add_typer(users_app, name="users")
+        for name, module, fn in _USERS_COMMANDS:
+            _register(users_app, name, _command(module, fn))
     root.callback()(_global_options)
     for name, module, fn in _COMMANDS:
         if only in (None, name):

@@ -8,17 +8,18 @@ records in the answer's transaction; ``Runtime.decisions`` reads the chain.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import get_args
 
-from ..errors import InvalidInputError, RunNotFoundError
+from ..errors import InvalidInputError, RunNotFoundError, UnknownRequestError
 from ..model._approvals import Principal, principal_of
 from ..model._decisions import Decision, DecisionVia
 from ..model._records import PendingRequest
-from ..store._approval_rows import Answerer
+from ..store._approval_rows import Answerer, check_permitted
 from ..store._protocols import CheckpointStore
 from ._inspect import to_pending
 
-__all__ = ["answerer", "decisions", "reassign"]
+__all__ = ["RuntimeApprovals", "answerer", "decisions", "reassign"]
 
 _VIAS = get_args(DecisionVia)
 
@@ -49,3 +50,47 @@ async def reassign(store: CheckpointStore, run_id: str, request_id: str, assigne
     who = principal_of(by)
     row = await store.reassign(run_id, request_id, people, named, None if who is None else who.id)
     return to_pending(row)
+
+
+class RuntimeApprovals:
+    """``Runtime``'s approvals methods: decisions, reassignment, signed links."""
+
+    store: CheckpointStore
+
+    async def decisions(self, run_id: str) -> list[Decision]:
+        """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
+        return await decisions(self.store, run_id)
+
+    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
+                       roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
+        """Give an open request to other people (an admin's act), recorded as a ``reassign``.
+
+        Only they may answer it now; a notification is written with it.
+        ``UnknownRequestError`` unless the request is open.
+        """
+        return await reassign(self.store, run_id, request_id, assignees, roles, by)
+
+    async def approval_link(self, run_id: str, request_id: str, *, for_: Principal | str,
+                            expires_in: timedelta = timedelta(days=2), base_url: str,
+                            secret: str | None = None) -> str:
+        """A signed, expiring link with which ``for_`` answers one open request, once.
+
+        Signed with ``secret`` (default ``DURABLE_FLOW_SECRET``).
+        ``UnknownRequestError`` unless the request is open; ``NotAuthorizedError``
+        when ``for_`` may not answer it (its roles are the ``Principal``'s, or
+        those of the user of that name).
+        """
+        who = principal_of(for_)
+        assert who is not None  # for_ is required
+        rows = {r.id: r for r in await self.store.get_requests(run_id)}
+        row = rows.get(request_id)
+        if row is None or row.kind != "request" or row.answer is not None:
+            raise UnknownRequestError(run_id, request_id)
+        if not who.roles:
+            user = await self.store.get_user(who.id)
+            who = Principal(who.id, user.roles) if user is not None else who
+        check_permitted(run_id, row, Answerer(who))
+        from ._links import LinkSigner  # itsdangerous, only for links
+
+        signer = LinkSigner(secret) if secret is not None else LinkSigner.from_env()
+        return signer.url(base_url, run_id, request_id, who.id, expires_in)

@@ -18,8 +18,7 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 
-import structlog
-
+from .._logs import get_logger
 from ..store._outbox_rows import NotificationRow, UserRow
 from ..store._protocols import CheckpointStore
 from ._links import SECRET_ENV, LinkSigner
@@ -27,7 +26,7 @@ from ._notify import Notification, Notifier
 
 __all__ = ["Outbox", "outbox_for", "stop_outbox"]
 
-_log = structlog.get_logger("durable_flow.outbox")
+_log = get_logger()
 
 
 class Outbox:

@@ -14,7 +14,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +34,6 @@ from ..errors import (
 from ..model._approvals import Principal
 from ..model._blackboard import Blackboard
 from ..model._clock import utcnow
-from ..model._decisions import Decision
 from ..model._graph import Workflow
 from ..model._ids import new_id, new_run_id
 from ..model._records import (
@@ -48,7 +47,7 @@ from ..model._records import (
 )
 from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
-from ._approvals import answerer, decisions, reassign
+from ._approvals import RuntimeApprovals, answerer
 from ._events import asleep, send_event
 from ._execution import Executor, final_event
 from ._inputs import (
@@ -69,7 +68,7 @@ from ._versions import GraphBook, check_graph
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(RuntimeApprovals):
     """Runs workflows durably on a checkpoint store.
 
     Use as ``async with Runtime(store) as rt``. ``lease_ttl`` is how long a
@@ -477,15 +476,6 @@ class Runtime:
         if updated.status is RunStatus.QUEUED:
             signals_for(self.store).wake()
         return self._inspect.info(updated)
-
-    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
-                       roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
-        """Give an open request to other people (an admin's act), recorded as a ``reassign``."""
-        return await reassign(self.store, run_id, request_id, assignees, roles, by)
-
-    async def decisions(self, run_id: str) -> list[Decision]:
-        """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
-        return await decisions(self.store, run_id)
 
     async def send_event(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send the event ``name`` to a run: for systems rather than people (a webhook, ...).

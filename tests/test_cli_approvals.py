@@ -1,0 +1,121 @@
+"""The approvals commands, run as the real console script: users, audit, link."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from clikit import one_error_line, script
+
+from durable_flow import END, Blackboard, Principal, Runtime, SqliteStore, WorkflowBuilder
+from durable_flow.runtime._links import LinkSigner
+
+
+class Expense(Blackboard):
+    approved: bool | None = None
+
+
+def flow() -> Any:
+    b = WorkflowBuilder("expense", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        first = await ctx.request({"question": "Approve 40 EUR?"}, bool, roles=["finance"])
+        second = await ctx.request({"question": "Really?"}, bool, assignees=["ann"])
+        third = await ctx.request({"question": "Pay it?"}, bool)
+        return {"approved": first and second and third}
+
+    b.set_entry("approve")
+    b.add_edge("approve", END)
+    return b.build()
+
+
+def answered_run(db: Path) -> str:
+    """A run whose three requests were answered: three decisions."""
+    async def go() -> str:
+        async with Runtime(SqliteStore(db)) as rt:
+            wf = flow()
+            result = await rt.run(wf, {})
+            for by in (Principal("fay", ("finance",)), "ann", None):
+                result = await rt.resume(wf, result.run_id, by=by,
+                                         responses={result.pending_requests[0].id: True})
+            return result.run_id
+    return asyncio.run(go())
+
+
+def broken(proc: subprocess.CompletedProcess[str], fragment: str) -> None:
+    """``audit --verify`` printed the chain, then one error line naming the broken record."""
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: the audit trail of run ") and fragment in line, line
+
+
+def test_users_add_list_set_roles_remove(tmp_path: Path) -> None:
+    added = script(tmp_path, "users", "add", "ann", "--role", "finance", "--email",
+                   "ann@example.com", stdin="s3cret pw\ns3cret pw\n")
+    assert added.returncode == 0, added.stderr
+    assert "user ann added with roles finance" in added.stdout
+    mismatch = script(tmp_path, "users", "add", "bob", stdin="one\ntwo\none\none\n")
+    assert mismatch.returncode == 0 and "do not match" in (mismatch.stdout + mismatch.stderr)
+    listed = json.loads(script(tmp_path, "users", "list", "--json").stdout)
+    assert [(u["name"], u["roles"], u["email"]) for u in listed] == [
+        ("ann", ["finance"], "ann@example.com"), ("bob", [], None)]
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        (stored,) = conn.execute("SELECT password_hash FROM users WHERE name = 'ann'").fetchone()
+    assert stored.startswith("$argon2id$") and "s3cret" not in stored
+    assert script(tmp_path, "users", "set-roles", "ann", "--role", "manager").returncode == 0
+    assert script(tmp_path, "users", "remove", "bob").returncode == 0
+    listed = json.loads(script(tmp_path, "users", "list", "--json").stdout)
+    assert [(u["name"], u["roles"]) for u in listed] == [("ann", ["manager"])]
+    one_error_line(script(tmp_path, "users", "remove", "bob"), 1, "no user named 'bob'")
+
+
+def test_audit_prints_and_verifies_and_names_an_edited_or_deleted_row(tmp_path: Path) -> None:
+    run_id = answered_run(tmp_path / "runs.db")
+    shown = script(tmp_path, "audit", run_id, "--verify")
+    assert shown.returncode == 0, shown.stderr
+    assert "fay" in shown.stdout and "chain intact: 3 decision(s)" in shown.stdout
+    data = json.loads(script(tmp_path, "audit", run_id, "--json").stdout)
+    assert [(d["seq"], d["by"], d["kind"]) for d in data] == [
+        (1, "fay", "answer"), (2, "ann", "answer"), (3, None, "answer")]
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE decisions SET answer = 'false' WHERE seq = 2")
+    broken(script(tmp_path, "audit", run_id, "--verify"), "decision 2 was changed")
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE decisions SET answer = 'true' WHERE seq = 2")
+    assert script(tmp_path, "audit", run_id, "--verify").returncode == 0
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("DELETE FROM decisions WHERE seq = 1")
+    broken(script(tmp_path, "audit", run_id, "--verify"), "decision 1 is missing")
+
+
+def test_link_prints_a_signed_url_for_an_open_request(tmp_path: Path,
+                                                      monkeypatch: Any) -> None:
+    async def waiting() -> tuple[str, str]:
+        async with Runtime(SqliteStore(tmp_path / "runs.db")) as rt:
+            result = await rt.run(flow(), {})
+            return result.run_id, result.pending_requests[0].id
+    run_id, rid = asyncio.run(waiting())
+    monkeypatch.setenv("DURABLE_FLOW_SECRET", "s3cret")
+    made = script(tmp_path, "link", run_id, rid, "--for", "fay@example.com", "--expires", "1h",
+                  "--base-url", "https://inbox.example.com")
+    one_error_line(made, 1, "may not", "fay@example.com")  # not of the finance role
+    assert script(tmp_path, "users", "add", "fay", "--role", "finance",
+                  stdin="pw\npw\n").returncode == 0
+    made = script(tmp_path, "link", run_id, rid, "--for", "fay", "--expires", "1h",
+                  "--base-url", "https://inbox.example.com")
+    assert made.returncode == 0, made.stderr
+    url = urlparse(made.stdout.strip())
+    assert (url.scheme, url.netloc, unquote(url.path)) == ("https", "inbox.example.com",
+                                                          f"/approve/{run_id}/{rid}")
+    grant = LinkSigner("s3cret").check(parse_qs(url.query)["token"][0], run_id, rid)
+    assert grant.principal == "fay"
+    one_error_line(script(tmp_path, "link", run_id, "nope", "--for", "fay"), 1, "nope")
+    monkeypatch.delenv("DURABLE_FLOW_SECRET")
+    one_error_line(script(tmp_path, "link", run_id, rid, "--for", "fay"), 1,
+                   "DURABLE_FLOW_SECRET")
