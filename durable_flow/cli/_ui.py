@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -35,6 +35,20 @@ def ui(
         envvar="DURABLE_FLOW_UI_TOKEN", show_default=False,
         help="Require this token on every request (Authorization: Bearer, or the login form). "
              "Also read from DURABLE_FLOW_UI_TOKEN.")] = None,
+    notify_webhook: Annotated[str | None, typer.Option(
+        "--notify-webhook", metavar="URL", show_default=False,
+        help="POST each notification (a request opened, escalated, reassigned) here as JSON "
+             "(Slack-compatible).")] = None,
+    smtp: Annotated[str | None, typer.Option(
+        "--smtp", metavar="HOST:PORT", show_default=False,
+        help="Email each notification to its people through this SMTP server.")] = None,
+    smtp_from: Annotated[str, typer.Option(
+        "--smtp-from", metavar="ADDR", help="The sender of those emails.")
+    ] = "durable-flow@localhost",
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", metavar="URL", show_default=False,
+        help="Where this server is reached, for the signed links in notifications "
+             "(with DURABLE_FLOW_SECRET).")] = None,
 ) -> None:
     """Serve the web inbox (answer requests in a browser) and the run inspector.
 
@@ -62,7 +76,21 @@ def ui(
                            f"{names}{'; token required' if token else ''}"), soft_wrap=True)
 
     serve(open_store(opts.db, create=True, serving=True), workflows=workflows, host=host, port=port,
-          token=token, on_ready=ready)
+          token=token, on_ready=ready, notifiers=notifiers_from(notify_webhook, smtp, smtp_from),
+          base_url=base_url)
+
+
+def notifiers_from(webhook: str | None, smtp: str | None, sender: str) -> list[Any]:
+    """The notifiers ``--notify-webhook`` and ``--smtp HOST:PORT`` ask for."""
+    from ..runtime._notify import SmtpNotifier, WebhookNotifier
+
+    found: list[Any] = [WebhookNotifier(webhook)] if webhook else []
+    if smtp:
+        host, _, port = smtp.rpartition(":")
+        if not host or not port.isdigit():
+            raise CliError(f"--smtp takes HOST:PORT, not {smtp!r}", 2)
+        found.append(SmtpNotifier(host, int(port), sender))
+    return found
 
 
 def _check_free(host: str, port: int) -> None:

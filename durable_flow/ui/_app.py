@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import jinja2
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -20,17 +22,22 @@ from ..errors import (
     CheckpointNotFoundError,
     DurableFlowError,
     InvalidInputError,
+    InvalidLinkError,
     InvalidResponseError,
+    NotAuthorizedError,
     RunLockedError,
     RunNotFoundError,
     RunNotResumableError,
     UnknownRequestError,
 )
 from ..model._graph import Workflow
+from ..runtime._links import SECRET_ENV, LinkSigner
+from ..runtime._notify import Notifier
+from ..runtime._outbox import outbox_for, stop_outbox
 from ..runtime._runtime import Runtime
 from ..runtime._worker import Worker
 from ..store._protocols import CheckpointStore
-from . import _api, _pages, _views
+from . import _api, _approve, _pages, _views
 from ._models import ProblemOut
 from ._security import CSRF_COOKIE, HEADERS, Security
 from ._service import UiService
@@ -42,34 +49,45 @@ _log = structlog.get_logger("durable_flow")
 _STATUS: tuple[tuple[type[DurableFlowError], int], ...] = (
     (RunNotFoundError, 404), (CheckpointNotFoundError, 404), (RunLockedError, 409),
     (RunNotResumableError, 409), (UnknownRequestError, 409), (InvalidResponseError, 422),
-    (InvalidInputError, 422))
+    (InvalidInputError, 422), (NotAuthorizedError, 403), (InvalidLinkError, 400))
 
 
 def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
-               token: str | None = None, worker_name: str | None = None) -> FastAPI:
+               token: str | None = None, worker_name: str | None = None,
+               notifiers: Sequence[Notifier] = (), base_url: str | None = None,
+               link_secret: str | None = None) -> FastAPI:
     """The web inbox and run inspector over ``store``.
 
     ``workflows`` are executed by an in-process :class:`Worker` while the app
     runs (answered runs of them continue here, and runs can be forked);
     without them a separate worker continues answered runs. With ``token``
-    every request must present it (see ``_security``). Serve the app with
-    uvicorn (``durable-flow ui`` does).
+    every request must present it (see ``_security``), but for the pages of
+    signed approval links (``link_secret``, default ``DURABLE_FLOW_SECRET``).
+    ``notifiers`` deliver the store's notification outbox while the app runs
+    (links under ``base_url``). Serve the app with uvicorn (``durable-flow
+    ui`` does).
     """
     app = FastAPI(title="durable-flow", version=__version__, openapi_url="/api/openapi.json",
                   docs_url=None, redoc_url=None,
-                  lifespan=_lifespan(store, list(workflows), worker_name))
+                  lifespan=_lifespan(store, list(workflows), worker_name, list(notifiers),
+                                     base_url))
+    secret = link_secret if link_secret is not None else os.environ.get(SECRET_ENV)
+    app.state.link_signer = LinkSigner(secret) if secret else None
     app.state.security = Security(token)
     app.state.templates = _templates()
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     app.include_router(_api.router)
     app.include_router(_pages.router)
+    app.include_router(_approve.router)
     app.middleware("http")(_guard)
     app.add_exception_handler(DurableFlowError, _on_error)  # type: ignore[arg-type]
     app.add_exception_handler(_pages.CsrfError, _on_csrf)
+    app.add_exception_handler(RequestValidationError, _on_invalid)  # type: ignore[arg-type]
     return app
 
 
-def _lifespan(store: CheckpointStore, workflows: list[Workflow], worker_name: str | None
+def _lifespan(store: CheckpointStore, workflows: list[Workflow], worker_name: str | None,
+              notifiers: list[Notifier], base_url: str | None
               ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,9 +95,12 @@ def _lifespan(store: CheckpointStore, workflows: list[Workflow], worker_name: st
             app.state.service = UiService(runtime, workflows)
             worker = Worker(store, workflows, name=worker_name) if workflows else None
             serving = asyncio.create_task(worker.serve()) if worker else None
+            outbox = outbox_for(store, notifiers, base_url, 1.0)
+            delivering = asyncio.create_task(outbox.serve()) if outbox else None
             try:
                 yield
             finally:
+                await stop_outbox(outbox, delivering)
                 await app.state.service.close()
                 if worker is not None and serving is not None:
                     await worker.stop()
@@ -108,6 +129,8 @@ async def _guard(request: Request, call_next: Next) -> Response:
         return Response("This server answers only on localhost.", status_code=400,
                         media_type="text/plain")
     auth = security.authenticate(request)
+    if auth is None and path.startswith("/approve/"):
+        auth = "link"  # the signed link is the credential (checked by the page)
     if auth is None and path != "/login":
         return _unauthorized(request)
     request.state.auth = auth
@@ -155,6 +178,16 @@ async def _on_error(request: Request, exc: DurableFlowError) -> Response:
         return JSONResponse(body, status_code=status)
     return _pages.render(request, "message.html",
                          {"title": type(exc).__name__, "text": str(exc)}, status=status)
+
+
+async def _on_invalid(request: Request, exc: RequestValidationError) -> Response:
+    """Malformed JSON or a body of the wrong shape: the API's error envelope."""
+    problems = "; ".join(
+        ".".join(str(p) for p in e.get("loc", ()) if p != "body") + f": {e.get('msg', '')}"
+        for e in exc.errors())
+    body = ProblemOut(error="InvalidInputError", message=problems or "the request is not valid",
+                      request_id=None).model_dump()
+    return JSONResponse(body, status_code=422)
 
 
 async def _on_csrf(request: Request, exc: Exception) -> Response:

@@ -41,7 +41,7 @@ SESSION_COOKIE = "durable_flow_session"
 CSRF_COOKIE = "durable_flow_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-Auth = Literal["open", "bearer", "cookie"]
+Auth = Literal["open", "bearer", "cookie", "link"]
 
 HEADERS = {
     "content-security-policy": (

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import uvicorn
 
 from ..model._graph import Workflow
+from ..runtime._notify import Notifier
 from ..store._protocols import CheckpointStore
 from ._app import create_app
 from ._security import check_bind
@@ -16,7 +17,8 @@ __all__ = ["serve"]
 
 def serve(store: CheckpointStore, *, workflows: Sequence[Workflow] = (), host: str = "127.0.0.1",
           port: int = 8765, token: str | None = None,
-          on_ready: Callable[[str], None] | None = None) -> None:
+          on_ready: Callable[[str], None] | None = None, notifiers: Sequence[Notifier] = (),
+          base_url: str | None = None) -> None:
     """Serve the UI until SIGINT or SIGTERM.
 
     Raises ``ValueError`` before listening when ``host`` is not a loopback
@@ -24,7 +26,8 @@ def serve(store: CheckpointStore, *, workflows: Sequence[Workflow] = (), host: s
     server listens.
     """
     check_bind(host, token)
-    app = create_app(store, workflows=workflows, token=token)
+    app = create_app(store, workflows=workflows, token=token, notifiers=notifiers,
+                     base_url=base_url)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                             access_log=False, server_header=False)
     server = uvicorn.Server(config)
