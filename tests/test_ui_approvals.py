@@ -14,6 +14,7 @@ import httpx
 
 from durable_flow import END, Blackboard, MemoryStore, Runtime, WorkflowBuilder
 from durable_flow.runtime._links import LinkSigner
+from durable_flow.runtime._users import Users
 from durable_flow.store._outbox_rows import UserRow
 from durable_flow.ui import create_app
 
@@ -122,3 +123,80 @@ async def test_the_api_refuses_another_s_request_with_403_and_its_envelope() -> 
         assert set(malformed.json()) == {"error", "message", "request_id"}
         assert malformed.json()["request_id"] is None
     assert await rt.decisions(run_id) == []
+
+
+async def login(client: httpx.AsyncClient, name: str, password: str) -> httpx.Response:
+    page = await client.get("/login")
+    csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+    assert csrf, page.text
+    return await client.post("/login", data={"csrf_token": csrf.group(1), "name": name,
+                                             "password": password, "next": "/"})
+
+
+async def test_people_log_in_see_their_tabs_and_are_refused_others_requests() -> None:
+    store = MemoryStore()
+    rt = Runtime(store)
+    users = Users(store)
+    await users.add("fay", "fay-pw", roles=["finance"])
+    await users.add("bob", "bob-pw", roles=["legal"])
+    mine = await rt.run(flow(), {})  # for the finance role
+    async with app_on(store) as client:
+        assert (await login(client, "fay", "wrong")).status_code == 401
+        assert (await login(client, "fay", "fay-pw")).status_code == 303
+        page = await client.get("/")
+        assert page.status_code == 200 and "signed in as <strong>fay</strong>" in page.text
+        assert "Approve 40 EUR for a taxi?" in page.text and "role finance" in page.text
+    async with app_on(store) as client:
+        assert (await login(client, "bob", "bob-pw")).status_code == 303
+        page = await client.get("/?tab=mine")
+        assert "Approve 40 EUR for a taxi?" not in page.text
+        rid = mine.pending_requests[0].id
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+        assert csrf
+        refused = await client.post("/respond", data={
+            "csrf_token": csrf.group(1), "run_id": mine.run_id, "request_id": rid,
+            "answer": "true"})
+        assert refused.status_code == 403
+    assert await rt.decisions(mine.run_id) == []
+    async with app_on(store) as client:
+        await login(client, "fay", "fay-pw")
+        page = await client.get("/")
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+        assert csrf
+        done = await client.post("/respond", data={
+            "csrf_token": csrf.group(1), "run_id": mine.run_id,
+            "request_id": mine.pending_requests[0].id, "answer": "true"})
+        assert done.status_code in (200, 303)
+    (decision,) = await rt.decisions(mine.run_id)
+    assert (decision.by, decision.via) == ("fay", "ui")
+
+
+async def test_a_bearer_jwt_names_the_principal() -> None:
+    import jwt as pyjwt
+
+    from durable_flow.ui._bearer import JwtVerifier
+
+    store = MemoryStore()
+    rt, run_id, rid = await waiting(store)
+    app = create_app(store, token="admin-token-1", jwt=JwtVerifier("jwt-key-0123456789abcdef"
+                                                                    "0123456789abcdef",
+                                                                    public=False))
+    fay = pyjwt.encode({"sub": "fay", "roles": ["finance"]},
+                       "jwt-key-0123456789abcdef0123456789abcdef", algorithm="HS256")
+    bob = pyjwt.encode({"sub": "bob", "roles": ["legal"]},
+                       "jwt-key-0123456789abcdef0123456789abcdef", algorithm="HS256")
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as c:
+            theirs = await c.get("/api/inbox?tab=mine", headers={"authorization": f"Bearer {bob}"})
+            assert theirs.status_code == 200 and theirs.json()["requests"] == []
+            refused = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
+                                   headers={"authorization": f"Bearer {bob}"})
+            assert refused.status_code == 403
+            forged = await c.get("/api/inbox", headers={"authorization": "Bearer a.b.c"})
+            assert forged.status_code == 401
+            ok = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
+                              headers={"authorization": f"Bearer {fay}"})
+            assert ok.status_code == 200, ok.text
+    (decision,) = await rt.decisions(run_id)
+    assert (decision.by, decision.via) == ("fay", "api")

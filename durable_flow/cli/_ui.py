@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -45,6 +46,13 @@ def ui(
     smtp_from: Annotated[str, typer.Option(
         "--smtp-from", metavar="ADDR", help="The sender of those emails.")
     ] = "durable-flow@localhost",
+    jwt_key: Annotated[str | None, typer.Option(
+        "--jwt-key", envvar="DURABLE_FLOW_JWT_KEY", show_default=False,
+        help="Accept bearer JWTs signed with this shared secret (HS256); their sub and roles "
+             "claims name the person.")] = None,
+    jwt_public_key: Annotated[Path | None, typer.Option(
+        "--jwt-public-key", metavar="PEM_FILE", show_default=False,
+        help="Accept bearer JWTs signed with the key of this PEM public key file.")] = None,
     base_url: Annotated[str | None, typer.Option(
         "--base-url", metavar="URL", show_default=False,
         help="Where this server is reached, for the signed links in notifications "
@@ -77,7 +85,16 @@ def ui(
 
     serve(open_store(opts.db, create=True, serving=True), workflows=workflows, host=host, port=port,
           token=token, on_ready=ready, notifiers=notifiers_from(notify_webhook, smtp, smtp_from),
-          base_url=base_url)
+          base_url=base_url, jwt=jwt_verifier(jwt_key, jwt_public_key))
+
+
+def jwt_verifier(key: str | None, public_key: Path | None) -> Any:
+    """The ``JwtVerifier`` of ``--jwt-key`` or ``--jwt-public-key`` (None without either)."""
+    from ..ui._bearer import JwtVerifier
+
+    if public_key is not None:
+        return JwtVerifier(public_key.read_text(), public=True)
+    return JwtVerifier(key, public=False) if key else None
 
 
 def notifiers_from(webhook: str | None, smtp: str | None, sender: str) -> list[Any]:

@@ -25,6 +25,7 @@ from ._models import (
     SnapshotOut,
 )
 from ._service import UiService
+from ._views import visible
 
 __all__ = ["router", "service"]
 
@@ -76,22 +77,28 @@ async def checkpoint(svc: Service, run_id: str, checkpoint_id: str) -> SnapshotO
 
 
 @router.get("/inbox", summary="Open requests, oldest first")
-async def inbox(svc: Service, workflow: str | None = None, after: str | None = None,
-                limit: Limit = 50) -> InboxOut:
-    """Every open request across runs and nesting levels, one page at a time."""
+async def inbox(request: Request, svc: Service, workflow: str | None = None,
+                after: str | None = None, limit: Limit = 50, tab: str = "all") -> InboxOut:
+    """Open requests across runs and nesting levels, one page at a time.
+
+    A person sees those assigned to them or their roles (``tab=mine``) and the
+    unassigned ones too (``tab=all``); the admin sees every one.
+    """
     page = await svc.inbox(workflow=workflow, after=after, limit=limit)
-    return InboxOut(requests=[RequestOut.of(r) for r in page.requests],
+    shown = visible(page.requests, request.state.principal, tab)
+    return InboxOut(requests=[RequestOut.of(r) for r in shown],
                     next_after=page.next_after)
 
 
 @router.post("/runs/{run_id}/respond", summary="Answer open requests of a run")
-async def respond(svc: Service, run_id: str, body: RespondIn) -> RunOut:
+async def respond(request: Request, svc: Service, run_id: str, body: RespondIn) -> RunOut:
     """Record answers, each checked against its request's JSON Schema.
 
     Nothing is written if one is bad. Once no request is left open the run is
     queued for a worker.
     """
-    return RunOut.of(await svc.respond(run_id, body.responses))
+    return RunOut.of(await svc.respond(run_id, body.responses, by=request.state.principal,
+                                       via="api"))
 
 
 @router.post("/runs/{run_id}/cancel", summary="Cancel a run")

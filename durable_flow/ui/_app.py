@@ -38,6 +38,7 @@ from ..runtime._runtime import Runtime
 from ..runtime._worker import Worker
 from ..store._protocols import CheckpointStore
 from . import _api, _approve, _pages, _views
+from ._bearer import JwtVerifier
 from ._models import ProblemOut
 from ._security import CSRF_COOKIE, HEADERS, Security
 from ._service import UiService
@@ -55,7 +56,7 @@ _STATUS: tuple[tuple[type[DurableFlowError], int], ...] = (
 def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
                token: str | None = None, worker_name: str | None = None,
                notifiers: Sequence[Notifier] = (), base_url: str | None = None,
-               link_secret: str | None = None) -> FastAPI:
+               link_secret: str | None = None, jwt: JwtVerifier | None = None) -> FastAPI:
     """The web inbox and run inspector over ``store``.
 
     ``workflows`` are executed by an in-process :class:`Worker` while the app
@@ -63,9 +64,9 @@ def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
     without them a separate worker continues answered runs. With ``token``
     every request must present it (see ``_security``), but for the pages of
     signed approval links (``link_secret``, default ``DURABLE_FLOW_SECRET``).
-    ``notifiers`` deliver the store's notification outbox while the app runs
-    (links under ``base_url``). Serve the app with uvicorn (``durable-flow
-    ui`` does).
+    ``jwt`` accepts bearer JWTs naming a principal. ``notifiers`` deliver the
+    store's notification outbox while the app runs (links under
+    ``base_url``). Serve the app with uvicorn (``durable-flow ui`` does).
     """
     app = FastAPI(title="durable-flow", version=__version__, openapi_url="/api/openapi.json",
                   docs_url=None, redoc_url=None,
@@ -73,7 +74,7 @@ def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
                                      base_url))
     secret = link_secret if link_secret is not None else os.environ.get(SECRET_ENV)
     app.state.link_signer = LinkSigner(secret) if secret else None
-    app.state.security = Security(token)
+    app.state.security = Security(token, jwt=jwt)
     app.state.templates = _templates()
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     app.include_router(_api.router)
@@ -128,7 +129,8 @@ async def _guard(request: Request, call_next: Next) -> Response:
     if not security.host_allowed(request):
         return Response("This server answers only on localhost.", status_code=400,
                         media_type="text/plain")
-    auth = security.authenticate(request)
+    auth, person = security.identify(request)
+    request.state.principal = person  # None: the admin (the token, or no token)
     if auth is None and path.startswith("/approve/"):
         auth = "link"  # the signed link is the credential (checked by the page)
     if auth is None and path != "/login":

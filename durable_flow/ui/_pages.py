@@ -14,13 +14,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..errors import DurableFlowError, InvalidResponseError
+from ..errors import DurableFlowError, InvalidResponseError, NotAuthorizedError
+from ..model._approvals import Principal
 from ..model._records import PendingRequest, RunInfo, RunStatus
+from ..runtime._users import Users
 from ._api import service
 from ._forms import Form, build_form, read_answer
-from ._security import CSRF_FIELD, SESSION_COOKIE, Security
+from ._security import CSRF_FIELD, SESSION_COOKIE, USER_COOKIE, Security
 from ._service import UiService
-from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at
+from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at, visible
 
 __all__ = ["CsrfError", "RequestCard", "render", "router"]
 
@@ -53,7 +55,7 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     """A template with what every page needs (the CSRF token, whether to offer log out)."""
     security: Security = request.app.state.security
     base = {"csrf_field": CSRF_FIELD, "csrf_token": security.csrf_token(request),
-            "logged_in": getattr(request.state, "auth", None) == "cookie",
+            "logged_in": getattr(request.state, "auth", None) in ("cookie", "user"),
             "has_deadlines": "expires_at" in PendingRequest.__dataclass_fields__}
     response: Response = request.app.state.templates.TemplateResponse(
         request, name, {**base, **context}, status_code=status)
@@ -79,11 +81,14 @@ async def _checked_form(request: Request) -> dict[str, list[str]]:
 
 @router.get("/", response_class=HTMLResponse)
 async def inbox_page(request: Request, svc: Service, workflow: str = "",
-                     after: str = "") -> Response:
-    """Open requests, oldest first, each with its answer form."""
+                     after: str = "", tab: str = "") -> Response:
+    """Open requests, oldest first, each with its answer form; the "mine" and "all" tabs."""
+    person = request.state.principal
+    tab = tab if tab in ("mine", "all") else ("all" if person is None else "mine")
     page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE)
-    cards = [RequestCard(r, build_form(r.response_schema)) for r in page.requests]
-    return render(request, "inbox.html", {
+    cards = [RequestCard(r, build_form(r.response_schema))
+             for r in visible(page.requests, person, tab)]
+    return render(request, "inbox.html", {"tab": tab, "person": person,
         "cards": cards, "workflow": workflow, "next_after": page.next_after,
         "first_page": not after, "known_workflows": sorted({n for n, _ in svc.workflows})})
 
@@ -101,7 +106,7 @@ async def respond_page(request: Request, svc: Service) -> Response:
             return render(request, "_gone.html", {"text": text})
         return render(request, "message.html", {"title": "Already answered", "text": text},
                       status=409)
-    card = await _answer(svc, pending, raw)
+    card = await _answer(svc, pending, raw, request.state.principal)
     if card.answered is None:
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=422)
@@ -111,12 +116,18 @@ async def respond_page(request: Request, svc: Service) -> Response:
     return RedirectResponse("/", status_code=303)
 
 
-async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[str]]) -> RequestCard:
-    """Read and record the answer; on any problem the card shows the form with it."""
+async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[str]],
+                  person: Principal | None) -> RequestCard:
+    """Read and record the answer; on any problem the card shows the form with it.
+
+    A request that is not ``person``'s raises ``NotAuthorizedError`` (a 403 page).
+    """
     value, errors = read_answer(pending.response_schema, raw)
     if not errors:
         try:
-            info = await svc.respond(pending.run_id, {pending.id: value})
+            info = await svc.respond(pending.run_id, {pending.id: value}, by=person, via="ui")
+        except NotAuthorizedError:
+            raise
         except InvalidResponseError as exc:
             errors = {"": exc.reason}
         except DurableFlowError as exc:
@@ -208,11 +219,19 @@ async def login_page(request: Request, next: str = "/") -> Response:
 
 
 @router.post("/login", response_class=HTMLResponse)
-async def login(request: Request) -> Response:
-    """Check the token; set the HttpOnly session cookie and go on."""
+async def login(request: Request, svc: Service) -> Response:
+    """Check a person's name and password, or the token; set the HttpOnly cookie and go on."""
     raw = await _checked_form(request)
     security: Security = request.app.state.security
     target = _local((raw.get("next") or ["/"])[-1])
+    name = (raw.get("name") or [""])[-1].strip()
+    if name:
+        person = await Users(svc.runtime.store).login(name, (raw.get("password") or [""])[-1])
+        if person is None:
+            return render(request, "login.html", {"next": target, "failed": True}, status=401)
+        response = RedirectResponse(target, status_code=303)
+        security.set_cookie(response, request, USER_COOKIE, security.user_session(person))
+        return response
     if not security.check_token((raw.get("token") or [""])[-1]):
         return render(request, "login.html", {"next": target, "failed": True}, status=401)
     response = RedirectResponse(target, status_code=303)
@@ -226,4 +245,5 @@ async def logout(request: Request) -> Response:
     await _checked_form(request)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(USER_COOKIE, path="/")
     return response

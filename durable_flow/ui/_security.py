@@ -7,6 +7,10 @@
   Bearer <token>``, or the HttpOnly cookie the login form sets (which holds
   an HMAC of the token, never the token). Anything else is answered 401;
   only the (self-contained) login form is served without it.
+* People (``durable-flow users``) log in with their name and password: an
+  HttpOnly cookie holds their principal, signed with this server's secret;
+  with a JWT verifier (``--jwt-key``) a bearer JWT names one too. They act
+  as themselves (``by``); the token (or no token) is the admin.
 * Every form that changes something carries ``csrf_token``: an HMAC, under a
   secret of this server, of a random HttpOnly ``SameSite=Strict`` cookie
   (signed double submit). JSON API writes must be ``application/json`` (a
@@ -24,13 +28,19 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Literal
 
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
+
+from ..errors import DurableFlowError, NotAuthorizedError
+from ..model._approvals import Principal
+from ._bearer import JwtVerifier
 
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
     "SESSION_COOKIE",
+    "USER_COOKIE",
     "Auth",
     "Security",
     "check_bind",
@@ -38,10 +48,13 @@ __all__ = [
 ]
 
 SESSION_COOKIE = "durable_flow_session"
+USER_COOKIE = "durable_flow_user"
+_USER_SALT = "durable-flow.ui.user-session.v1"
+USER_SESSION_SECONDS = 12 * 3600
 CSRF_COOKIE = "durable_flow_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-Auth = Literal["open", "bearer", "cookie", "link"]
+Auth = Literal["open", "bearer", "cookie", "link", "user", "jwt"]
 
 HEADERS = {
     "content-security-policy": (
@@ -88,6 +101,37 @@ class Security:
 
     token: str | None = None
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    jwt: JwtVerifier | None = None
+
+    def user_session(self, principal: Principal) -> str:
+        """The cookie value that logs ``principal`` in (signed, with a time)."""
+        return str(URLSafeTimedSerializer(self.secret, salt=_USER_SALT).dumps(
+            [principal.id, list(principal.roles)]))
+
+    def identify(self, request: Request) -> tuple[Auth | None, Principal | None]:
+        """How the request proved it may be served, and the person it acts as (None: admin)."""
+        person = self._user_of(request)
+        if person is not None:
+            return "user", person
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and self.jwt is not None and given.count(".") == 2 \
+                and not self.check_token(given.strip()):
+            try:
+                return "jwt", self.jwt.principal(given.strip())
+            except NotAuthorizedError:
+                return None, None
+        return self.authenticate(request), None
+
+    def _user_of(self, request: Request) -> Principal | None:
+        cookie = request.cookies.get(USER_COOKIE)
+        if not cookie:
+            return None
+        try:
+            pid, roles = URLSafeTimedSerializer(self.secret, salt=_USER_SALT).loads(
+                cookie, max_age=USER_SESSION_SECONDS)
+            return Principal(str(pid), tuple(str(r) for r in roles))
+        except (BadSignature, ValueError, TypeError, DurableFlowError):
+            return None
 
     @property
     def session_value(self) -> str:

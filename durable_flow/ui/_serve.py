@@ -10,6 +10,7 @@ from ..model._graph import Workflow
 from ..runtime._notify import Notifier
 from ..store._protocols import CheckpointStore
 from ._app import create_app
+from ._bearer import JwtVerifier
 from ._security import check_bind
 
 __all__ = ["serve"]
@@ -18,7 +19,7 @@ __all__ = ["serve"]
 def serve(store: CheckpointStore, *, workflows: Sequence[Workflow] = (), host: str = "127.0.0.1",
           port: int = 8765, token: str | None = None,
           on_ready: Callable[[str], None] | None = None, notifiers: Sequence[Notifier] = (),
-          base_url: str | None = None) -> None:
+          base_url: str | None = None, jwt: JwtVerifier | None = None) -> None:
     """Serve the UI until SIGINT or SIGTERM.
 
     Raises ``ValueError`` before listening when ``host`` is not a loopback
@@ -27,7 +28,7 @@ def serve(store: CheckpointStore, *, workflows: Sequence[Workflow] = (), host: s
     """
     check_bind(host, token)
     app = create_app(store, workflows=workflows, token=token, notifiers=notifiers,
-                     base_url=base_url)
+                     base_url=base_url, jwt=jwt)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                             access_log=False, server_header=False)
     server = uvicorn.Server(config)

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidInputError
+from ..model._approvals import Principal
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
@@ -119,9 +120,13 @@ class UiService:
                 return to_pending(row)
         return None
 
-    async def respond(self, run_id: str, responses: Mapping[str, Any]) -> RunInfo:
-        """Record answers (checked against each request's schema); a worker continues the run."""
-        return await self.runtime.respond(run_id, responses)
+    async def respond(self, run_id: str, responses: Mapping[str, Any], *,
+                      by: Principal | None = None, via: str = "ui") -> RunInfo:
+        """Record answers (checked against each request's schema); a worker continues the run.
+
+        ``by`` answers (None: the admin); ``NotAuthorizedError`` for a request not theirs.
+        """
+        return await self.runtime.respond(run_id, responses, by=by, via=via)
 
     # runs --------------------------------------------------------------------------
     async def runs(self, *, status: RunStatus | str | None = None, workflow: str | None = None,

@@ -6,7 +6,7 @@ is text wherever it came from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,8 +16,9 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ..build._diagram import to_mermaid
+from ..model._approvals import Principal, permits
 from ..model._graph import Workflow
-from ..model._records import RunStatus
+from ..model._records import PendingRequest, RunStatus
 from ..model._task_id import TaskId
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "pretty",
     "short_time",
     "subworkflow_at",
+    "visible",
 ]
 
 def plain(value: Any) -> Any:
@@ -142,3 +144,16 @@ def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
         lines.append("    classDef current fill:#ffd166,stroke:#b45309,stroke-width:3px")
         lines.extend(f"    class {m} current" for m in marked)
     return "\n".join(lines) + "\n"
+
+
+def visible(requests: Sequence[PendingRequest], person: Principal | None,
+            tab: str) -> list[PendingRequest]:
+    """The requests a tab shows: ``mine`` (assigned to the person or their roles) or ``all``.
+
+    ``all`` is everything for the admin (``person`` None) and, for a person,
+    theirs plus the unassigned ones.
+    """
+    if person is None:
+        return [r for r in requests if tab != "mine" or not (r.assignees or r.roles)]
+    theirs = [r for r in requests if permits(person, r.assignees, r.roles)]
+    return [r for r in theirs if r.assignees or r.roles] if tab == "mine" else theirs
