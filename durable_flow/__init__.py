@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "Send": "model._send",
     "configure_logging": "runtime._logging",
     "Runtime": "runtime._runtime",
+    "UpgradeProblem": "runtime._upgrade",
     "Worker": "runtime._worker",
     "MemoryStore": "store._memory",
     "PostgresStore": "store._postgres",
@@ -147,6 +148,7 @@ if _typing.TYPE_CHECKING:
     from .model._send import Send
     from .runtime._logging import configure_logging
     from .runtime._runtime import Runtime
+    from .runtime._upgrade import UpgradeProblem
     from .runtime._worker import Worker
     from .store._memory import MemoryStore
     from .store._postgres import PostgresStore
@@ -221,6 +223,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "UnknownRequestError",
+    "UpgradeProblem",
     "Usage",
     "Worker",
     "Workflow",
