@@ -78,6 +78,8 @@ _EXPORTS: dict[str, str] = {
     "Send": "model._send",
     "configure_logging": "runtime._logging",
     "Runtime": "runtime._runtime",
+    "export_run": "runtime._transfer",
+    "import_run": "runtime._transfer",
     "UpgradeProblem": "runtime._upgrade",
     "Worker": "runtime._worker",
     "MemoryStore": "store._memory",
@@ -148,6 +150,7 @@ if _typing.TYPE_CHECKING:
     from .model._send import Send
     from .runtime._logging import configure_logging
     from .runtime._runtime import Runtime
+    from .runtime._transfer import export_run, import_run
     from .runtime._upgrade import UpgradeProblem
     from .runtime._worker import Worker
     from .store._memory import MemoryStore
@@ -234,6 +237,8 @@ __all__ = [
     "append",
     "configure_logging",
     "dump_workflow",
+    "export_run",
+    "import_run",
     "load_workflow",
     "merge",
     "to_mermaid",
