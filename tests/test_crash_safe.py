@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import safekit
-from test_examples import load
+from test_examples import EXAMPLES, load
 
 from durable_flow import InvalidInputError, WorkflowBuilder
 from durable_flow.store._points import Point
@@ -76,3 +78,16 @@ def test_a_workflow_no_module_holds_is_refused() -> None:
         assert_crash_safe(b.build())
     with pytest.raises(InvalidInputError, match="memory store"):
         assert_crash_safe(safekit.safe_workflow, store="memory")
+
+
+def test_the_pytest_example_users_copy_passes(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(EXAMPLES / "test_orders.py")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+async def test_the_orders_example_runs(tmp_path: Path) -> None:
+    state = await load("orders").main(tmp_path / "orders.db")
+    assert (state.reservation, state.receipt) == ("hold-book-2", "paid-book-24")

@@ -97,7 +97,7 @@ def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Black
     gives the payload sent when the run waits for an event of that name;
     timers are waited out. ``store`` is ``"sqlite"`` (a file per run in a
     temporary folder) or a PostgreSQL URL. Each child gets ``timeout``
-    seconds; ``workers`` points are checked at once (default: 2 per CPU, at
+    seconds; ``workers`` points are checked at once (default: 4 per CPU, at
     most 8). Returns how many points were checked. Raises
     :class:`CrashSafetyError` naming the first point after which the
     resumed run differs (final status or values, or a recorded step or saved
@@ -107,7 +107,7 @@ def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Black
     with tempfile.TemporaryDirectory(prefix="crash-safe-") as folder:
         plan = _plan(Path(folder), *plan_args)
         reference, keys = _reference(plan)
-        count = workers or min(8, 2 * (os.cpu_count() or 1))
+        count = workers or min(8, 4 * (os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=max(1, count)) as pool:
             found = pool.map(lambda item: _check(plan, reference, *item), enumerate(keys, 1))
             failures = [f for f in found if f is not None]
