@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import safekit
 from test_examples import EXAMPLES, load
+from waitkit import wait_pg_dsn_fixture  # noqa: F401
 
 from durable_flow import InvalidInputError, WorkflowBuilder
 from durable_flow.store._points import Point
@@ -34,9 +35,10 @@ def test_a_side_effect_outside_a_step_fails_naming_the_node(tally_dir: Path) -> 
     assert "(node tally)" in str(error) and "lines: expected 1, got 2" in str(error)
 
 
-def test_the_same_side_effect_in_a_step_passes(tally_dir: Path) -> None:
-    # create, start's commit, two steps, tally's commit
-    assert assert_crash_safe(safekit.safe_workflow) == 5
+def test_on_postgresql_too(tally_dir: Path, wait_pg_dsn: str) -> None:
+    with pytest.raises(CrashSafetyError) as caught:
+        assert_crash_safe(safekit.unsafe_workflow, store=wait_pg_dsn)
+    assert caught.value.node == "tally" and caught.value.failed == 1
 
 
 def test_the_triage_example_is_crash_safe() -> None:

@@ -147,7 +147,7 @@ def test_the_command_exits_1_listing_each_run_that_would_break(tmp_path: Path) -
     assert bad.exit_code == 1
     assert "run run-a (waiting, version 1): version '2' has no node 'approve'" in bad.stdout
     assert "1 unfinished run(s) of 'doc' would break on version '2'" in bad.stdout
-    data = runner.invoke(app, ["--db", str(db), "check-upgrade", "test_upgrade:V2_UNMAPPED",
+    data = runner.invoke(app, ["check-upgrade", "test_upgrade:V2_UNMAPPED", "--db", str(db),
                                "--json"])
     assert data.exit_code == 1
     [problem] = orjson.loads(data.stdout)["problems"]

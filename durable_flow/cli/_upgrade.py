@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import dataclasses
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -17,8 +18,15 @@ from ._targets import load_target
 __all__ = ["check_upgrade"]
 
 
-def check_upgrade(ctx: typer.Context, target: TargetArg, registry: RegistryOpt = None,
-                  as_json: JsonOpt = False) -> None:
+def check_upgrade(
+    ctx: typer.Context,
+    target: TargetArg,
+    registry: RegistryOpt = None,
+    as_json: JsonOpt = False,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="PATH|URL", show_default=False,
+        help="The database to check (the global --db, given after the command).")] = None,
+) -> None:
     """Check every unfinished run of the workflow against this code, writing nothing.
 
     A run on the same version needs the same graph; a run on another version
@@ -27,6 +35,8 @@ def check_upgrade(ctx: typer.Context, target: TargetArg, registry: RegistryOpt =
     break and why: a check for CI before a deploy.
     """
     opts = options(ctx)
+    if db is not None:
+        opts = dataclasses.replace(opts, db=db)
     workflow = load_target(target, registry).workflow
 
     async def go() -> Any:

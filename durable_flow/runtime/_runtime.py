@@ -580,7 +580,6 @@ class Runtime:
 
     async def check_upgrade(self, workflow: Workflow) -> list[UpgradeProblem]:
         """Unfinished runs of ``workflow.name`` it could not continue, and why; writes nothing."""
-        check_workflow(workflow)
         return await check_upgrade(self.store, workflow)
 
     async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,

@@ -21,6 +21,7 @@ from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import RunStatus
 from ..store._protocols import CheckpointStore, Lease, RunRecord
+from ._inputs import check_workflow
 from ._versions import check_graph
 
 __all__ = ["UpgradeProblem", "check_upgrade"]
@@ -45,6 +46,7 @@ class UpgradeProblem:
 
 async def check_upgrade(store: CheckpointStore, workflow: Workflow) -> list[UpgradeProblem]:
     """The unfinished runs of ``workflow.name`` that ``workflow`` could not continue, oldest first."""
+    check_workflow(workflow)
     problems = []
     runs = await store.list_runs(workflow_name=workflow.name)
     for record in sorted(runs, key=lambda r: (r.created_at, r.run_id)):
