@@ -8,8 +8,10 @@ and keeping a graph description already there. Rows copied verbatim load
 back exactly: every checkpoint, log segment, request, step, task write and
 mailbox event is the one that was exported.
 
-The statements are built from the table models and compiled on first use
-(SQLAlchemy is imported then: exporting is not on any hot path).
+The statements are built from the table models and compiled on first use,
+in the process that exports or imports (SQLAlchemy is imported then); they
+are not kept in the statement cache (``_cache.py``), whose key covers only
+the statements every store opens with.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
-
-from sqlalchemy import Boolean, Integer, LargeBinary, Table, bindparam, literal_column, select
-from sqlalchemy.sql.expression import ClauseElement
+from typing import TYPE_CHECKING, Any
 
 from ...errors import RunExistsError
 from .._rows import RunRows
 from ._ops import Tx, execute_many, fetch
-from ._tables import METADATA, SqlDialect, Statement, compile_statement
+from ._statement import Statement
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+    from sqlalchemy.sql.expression import ClauseElement
+
+    from ._tables import SqlDialect
 
 __all__ = ["RUN_TABLES", "TransferQueries", "export_rows_tx", "import_rows_tx", "transfer_queries"]
 
@@ -48,6 +53,10 @@ class TransferQueries:
 @cache
 def columns(table: str) -> tuple[tuple[str, str, bool], ...]:
     """``(name, kind, nullable)`` of each column; kind is ``bytes``, ``bool``, ``int`` or ``str``."""
+    from sqlalchemy import Boolean, Integer, LargeBinary
+
+    from ._tables import METADATA
+
     out = []
     for column in METADATA.tables[table].c:
         kind = "bytes" if isinstance(column.type, LargeBinary) else \
@@ -60,6 +69,10 @@ def columns(table: str) -> tuple[tuple[str, str, bool], ...]:
 @cache
 def transfer_queries(d: SqlDialect) -> TransferQueries:
     """The transfer statements of one dialect (compiled once per process)."""
+    from sqlalchemy import bindparam, literal_column, select
+
+    from ._tables import METADATA, compile_statement
+
     def c(stmt: ClauseElement) -> Statement:
         return compile_statement(stmt, d.dialect)
 
