@@ -488,17 +488,30 @@ class Runtime:
         """
         return await settled(self.store, self._inspect, run_id, seconds("timeout", timeout))
 
-    async def execute_claimed(self, workflow: Workflow, record: RunRecord, lease: Lease,
-                              *, sent_at: float | None = None) -> RunResult:
-        """Execute a run a worker claimed (``lease`` is already held); internal to workers.
+    async def prepare_claimed(self, workflow: Workflow, record: RunRecord
+                              ) -> tuple[ThreadState, dict[str, ThreadState]]:
+        """Check that ``workflow`` can start a claimed run; read what its first superstep uses.
+
+        Raises what keeps the run from starting (``WorkflowMismatchError``,
+        ``CheckpointCorruptedError``, ...) having run nothing; internal to workers.
+        """
+        await check_graph(self.store, workflow, record)
+        return await self._prepared(workflow, record)
+
+    async def execute_claimed(self, workflow: Workflow, record: RunRecord, lease: Lease, *,
+                              prepared: tuple[ThreadState, dict[str, ThreadState]],
+                              sent_at: float | None = None) -> RunResult:
+        """Execute a run a worker claimed and prepared (``lease`` is held); internal to workers.
 
         ``sent_at``: the ``time.monotonic()`` reading taken as the claim was sent.
         """
         head = record.head_checkpoint_id or ""
+        state, preloaded = prepared
 
         async def go(rc: RunContext) -> ThreadOutcome:
+            rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            state = await runner.load(head)
+            runner.checked(state.meta.id)
             if not state.meta.next_tasks:
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)

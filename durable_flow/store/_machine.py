@@ -179,7 +179,8 @@ def claimed_record(run: RunRecord, lease: Lease, now: datetime,
     """``run`` as a worker's claim leaves it: ``running`` under ``lease``."""
     return replace(run, status=RunStatus.RUNNING, error=None, updated_at=now, wake_at=None,
                    lease_owner=lease.owner, lease_epoch=lease.epoch,
-                   lease_expires_at=lease.expires_at, claim_token=token)
+                   lease_expires_at=lease.expires_at, claim_token=token,
+                   claimed_from=run.status)
 
 
 def failed_start_error(error: ErrorInfo, attempts: int) -> ErrorInfo:

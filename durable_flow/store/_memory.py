@@ -188,6 +188,12 @@ class MemoryStore:
         """Claim up to ``limit`` queued or abandoned runs of these workflow versions."""
         async with self._lock:
             now = utcnow()
+            mine = [(r, Lease(r.run_id, owner, r.lease_epoch, r.lease_expires_at))
+                    for r in self._runs.values()
+                    if token is not None and r.claim_token == token and r.lease_owner == owner
+                    and r.lease_expires_at is not None and r.lease_expires_at > now]
+            if mine:
+                return mine
             wanted = set(workflows)
             candidates = sorted(
                 (r for r in self._runs.values()

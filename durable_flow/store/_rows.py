@@ -78,6 +78,9 @@ class RunRecord:
     claim_token: str | None = None
     start_attempts: int = 0
     start_after: datetime | None = None
+    #: only on the records ``claim_next`` returns (never stored): the status the
+    #: claim found the run in (``running``: its holder's lease had expired)
+    claimed_from: RunStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)
