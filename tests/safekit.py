@@ -3,7 +3,8 @@
 ``tally`` appends a line to a file named by the run and returns how many
 lines the file has. In ``unsafe_workflow`` the append is outside ``ctx.step``,
 so a resume that runs the node again appends twice; in ``safe_workflow`` it is
-the step itself. The folder comes from ``SAFEKIT_DIR``.
+the step itself. The folder comes from ``SAFEKIT_DIR``. ``waits_workflow``
+sleeps, then waits for the event ``ping``.
 """
 
 from __future__ import annotations
@@ -52,3 +53,28 @@ def _build(name: str, *, in_step: bool) -> Any:
 
 unsafe_workflow = _build("tally-unsafe", in_step=False)
 safe_workflow = _build("tally-safe", in_step=True)
+
+
+class Signal(Blackboard):
+    slept: bool = False
+    heard: str = ""
+
+
+def _waits() -> Any:
+    b = WorkflowBuilder("waits", state=Signal)
+
+    @b.node()
+    async def nap(state: Signal, ctx: NodeContext) -> dict[str, Any]:
+        await ctx.sleep(0.2)
+        return {"slept": True}
+
+    @b.node()
+    async def hear(state: Signal, ctx: NodeContext) -> dict[str, Any]:
+        return {"heard": await ctx.wait_event("ping", response_type=str)}
+
+    b.set_entry("nap")
+    b.add_edge("nap", "hear")
+    return b.build()
+
+
+waits_workflow = _waits()

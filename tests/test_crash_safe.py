@@ -52,6 +52,12 @@ def test_the_nested_review_example_is_crash_safe_with_its_answer() -> None:
     assert points >= 10  # sub-workflow commits at two depths, the waiting mark, the answers
 
 
+def test_timers_are_waited_out_and_scripted_events_sent() -> None:
+    assert assert_crash_safe(safekit.waits_workflow, events={"ping": "pong"}) >= 4
+    with pytest.raises(CrashSafetyError, match="waits for an event that events= does not send"):
+        assert_crash_safe(safekit.waits_workflow)
+
+
 def test_a_request_without_a_scripted_answer_is_reported() -> None:
     nested = load("nested_review")
     with pytest.raises(CrashSafetyError, match="answers= has none for it"):
