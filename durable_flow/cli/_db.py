@@ -17,7 +17,7 @@ from ..model._records import RunInfo
 from ..runtime._inspect import Inspector
 from ..store._protocols import CheckpointMeta, CheckpointStore
 from ._support import CliError, CliOptions
-from ._targets import load_target, parse_recorded
+from ._targets import load_runnable, parse_recorded
 
 if TYPE_CHECKING:
     from ..model._graph import Workflow
@@ -66,11 +66,20 @@ def display_db(db: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(db: str, *, create: bool = False) -> CheckpointStore:
-    """The store behind ``--db``; a SQLite file must exist unless ``create``."""
+#: How long a command a person waits for gives a PostgreSQL server that is down;
+#: long-lived processes (``worker``, ``ui``) keep the store's own, longer default.
+INTERACTIVE_RECONNECT = 5.0
+
+
+def open_store(db: str, *, create: bool = False, serving: bool = False) -> CheckpointStore:
+    """The store behind ``--db``; a SQLite file must exist unless ``create``.
+
+    ``serving``: for a long-lived process, which rides out a database restart;
+    other commands give a PostgreSQL server that is down a few seconds.
+    """
     kind, target = parse_db(db)
     if kind == "postgresql":
-        return _postgres_store(target)
+        return _postgres_store(target, None if serving else INTERACTIVE_RECONNECT)
     path = Path(target).expanduser()
     if not path.exists():
         if not create:
@@ -83,11 +92,13 @@ def open_store(db: str, *, create: bool = False) -> CheckpointStore:
     return SqliteStore(str(path), synchronous="full")
 
 
-def _postgres_store(url: str) -> CheckpointStore:
+def _postgres_store(url: str, reconnect_timeout: float | None) -> CheckpointStore:
     # Imported here: SQLite users never load the PostgreSQL driver module.
     from ..store._postgres import PostgresStore
 
-    return PostgresStore(url)
+    if reconnect_timeout is None:
+        return PostgresStore(url)
+    return PostgresStore(url, reconnect_timeout=reconnect_timeout)
 
 
 @asynccontextmanager
@@ -138,12 +149,12 @@ async def workflow_for_run(rt: Runtime, run_id: str,
     """
     info = await find_run(rt, run_id)
     if ref is not None:
-        return load_target(ref).workflow, None
+        return load_runnable(ref).workflow, None
     if not info.workflow_ref:
         raise CliError(f"run {run_id} has no recorded workflow (it was not started by "
                        "`durable-flow run`); pass --workflow MODULE:WORKFLOW")
     target, registry = parse_recorded(info.workflow_ref)
-    return load_target(target, registry).workflow, info.workflow_ref
+    return load_runnable(target, registry).workflow, info.workflow_ref
 
 
 async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:
