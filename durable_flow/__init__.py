@@ -78,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     "Send": "model._send",
     "configure_logging": "runtime._logging",
     "Runtime": "runtime._runtime",
+    "export_run": "runtime._transfer",
+    "import_run": "runtime._transfer",
+    "UpgradeProblem": "runtime._upgrade",
     "Worker": "runtime._worker",
     "MemoryStore": "store._memory",
     "PostgresStore": "store._postgres",
@@ -147,6 +150,8 @@ if _typing.TYPE_CHECKING:
     from .model._send import Send
     from .runtime._logging import configure_logging
     from .runtime._runtime import Runtime
+    from .runtime._transfer import export_run, import_run
+    from .runtime._upgrade import UpgradeProblem
     from .runtime._worker import Worker
     from .store._memory import MemoryStore
     from .store._postgres import PostgresStore
@@ -221,6 +226,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "UnknownRequestError",
+    "UpgradeProblem",
     "Usage",
     "Worker",
     "Workflow",
@@ -231,6 +237,8 @@ __all__ = [
     "append",
     "configure_logging",
     "dump_workflow",
+    "export_run",
+    "import_run",
     "load_workflow",
     "merge",
     "to_mermaid",

@@ -109,6 +109,8 @@ _COMMANDS = [
     ("send-event", "_events", "send_event"), ("cancel", "_control", "cancel"),
     ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
     ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
+    ("check-upgrade", "_upgrade", "check_upgrade"), ("export", "_transfer", "export_run"),
+    ("import", "_transfer", "import_run"),
 ]
 _DB_COMMANDS = [("upgrade", "_tools", "upgrade"), ("prune", "_tools", "prune")]
 _GROUPS = {"db"}

@@ -64,6 +64,7 @@ from ._rows import (
     MailRow,
     RequestRow,
     RunRecord,
+    RunRows,
     RunUpdate,
     StatusMark,
     StepRow,
@@ -92,11 +93,13 @@ __all__ = [
     "Mailbox",
     "RequestRow",
     "RunRecord",
+    "RunRows",
     "RunStore",
     "RunUpdate",
     "StatusMark",
     "StepRow",
     "TaskWrite",
+    "Transfer",
     "WaitKind",
     "check_answerable",
     "check_claimable",
@@ -394,6 +397,31 @@ class Graphs(Protocol):
 
     async def get_graph(self, signature: str) -> bytes | None:
         """The description kept for ``signature``, or None."""
+        ...
+
+
+@runtime_checkable
+class Transfer(Protocol):
+    """A run's stored rows read and written whole: what ``export_run``/``import_run`` move.
+
+    The SQL stores have it (SQLite, PostgreSQL); rows read from one load into
+    another exactly.
+    """
+
+    async def export_rows(self, run_id: str) -> RunRows | None:
+        """Every row of the run and the graph it names, in one transaction; None if unknown.
+
+        The rows of every table keyed by the run (runs, checkpoints, channel
+        values, log chunks, task writes, steps, requests, mailbox), and of
+        ``graphs`` the description of the run's signature.
+        """
+        ...
+
+    async def import_rows(self, rows: RunRows) -> None:
+        """Insert the rows in one transaction; a graph description already kept stays.
+
+        Raises ``RunExistsError`` when the run id is taken, writing nothing.
+        """
         ...
 
 

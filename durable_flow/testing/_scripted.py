@@ -1,4 +1,4 @@
-"""Helpers for testing workflows offline: a scripted chat model and the memory store.
+"""A scripted chat model for testing agents offline.
 
 ``ScriptedModel`` answers from a list (one reply per call, in order) or from
 a function of the messages, and records every call it receives::
@@ -15,12 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .agents._models import ChatResponse, ToolSpec, Usage
-from .errors import ModelError
-from .model._messages import Message
-from .store._memory import MemoryStore
+from ..agents._models import ChatResponse, ToolSpec, Usage
+from ..errors import ModelError
+from ..model._messages import Message
 
-__all__ = ["MemoryStore", "ScriptedCall", "ScriptedModel"]
+__all__ = ["ScriptedCall", "ScriptedModel"]
 
 Reply = str | Message
 ReplyFn = Callable[[list[Message]], Any]
