@@ -33,7 +33,7 @@ from durable_flow import (
 from durable_flow.model._blackboard import FreeBlackboard
 from durable_flow.testing import MemoryStore, ScriptedModel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NO_RETRY_DELAY = {"initial_delay": 0.0, "jitter": False}
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import safekit
 from test_examples import EXAMPLES, load
-from waitkit import wait_pg_dsn_fixture  # noqa: F401
 
 from durable_flow import InvalidInputError, WorkflowBuilder
 from durable_flow.store._points import Point
@@ -35,9 +34,9 @@ def test_a_side_effect_outside_a_step_fails_naming_the_node(tally_dir: Path) -> 
     assert "(node tally)" in str(error) and "lines: expected 1, got 2" in str(error)
 
 
-def test_on_postgresql_too(tally_dir: Path, wait_pg_dsn: str) -> None:
+def test_on_postgresql_too(tally_dir: Path, pg_dsn: str) -> None:
     with pytest.raises(CrashSafetyError) as caught:
-        assert_crash_safe(safekit.unsafe_workflow, store=wait_pg_dsn)
+        assert_crash_safe(safekit.unsafe_workflow, store=pg_dsn)
     assert caught.value.node == "tally" and caught.value.failed == 1
 
 

@@ -38,7 +38,7 @@ from durable_flow.model._blackboard import FreeBlackboard, schema_for
 from durable_flow.model._graph import NodeSpec
 from durable_flow.model._reducers import add, append, merge
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 # -- helpers -----------------------------------------------------------------------------------

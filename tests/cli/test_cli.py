@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import structlog
-from stores.pgdb import fresh_database
+from pgdb import fresh_database
 from typer.testing import CliRunner, Result
 
 from durable_flow import Runtime

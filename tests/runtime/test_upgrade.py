@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from test_versions import Doc, version_1, version_2
+from engine.test_versions import Doc, version_1, version_2
 from typer.testing import CliRunner
-from waitkit import any_store_fixture, rt_fixture, store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import store_dump
 
 from durable_flow import (
     END,

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from pgdb import empty_tables, run_async
 from sqlalchemy import func, select
 
 from durable_flow.errors import (
@@ -27,7 +28,6 @@ from durable_flow.store.sql._base import Fetch, Op, Tx, drive_async, get_run_tx,
 from durable_flow.store.sql._tables import RUNS, compile_statement, queries_for, run_params
 
 from .builders import make_run, start_run, state_of
-from .pgdb import empty_tables, run_async
 
 Q = queries_for(POSTGRES)
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from netproxy import NetProxy
 from ownerkit import Journal, charging
-from stores.pgdb import fresh_database
+from pgdb import fresh_database
 
 from durable_flow import PostgresStore, RunStatus, Runtime, Worker
 

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 from netproxy import NetProxy
+from pgdb import empty_tables
 
 from durable_flow.errors import LeaseLostError, RunLockedError, StoreError
 from durable_flow.store import _postgres
@@ -25,7 +26,6 @@ from durable_flow.store.sql._base import Op
 from durable_flow.store.sql._tables import queries_for
 
 from .builders import Chain, make_run, start_run, step
-from .pgdb import empty_tables
 
 Q = queries_for(POSTGRES)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
 from fleetprocs import (  # noqa: E402
@@ -29,7 +29,7 @@ from fleetprocs import (  # noqa: E402
     wait_completed,
     wait_for,
 )
-from stores.pgdb import fresh_database  # noqa: E402
+from pgdb import fresh_database  # noqa: E402
 
 from durable_flow import RunStatus, SqliteStore  # noqa: E402
 from durable_flow.store._postgres import PostgresStore  # noqa: E402

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from test_cli import MODULE, as_json, cli, db, ok, one_line_error, project, start  # noqa: F401
 
+from cli.test_cli import MODULE, as_json, cli, db, ok, one_line_error, project, start  # noqa: F401
 from durable_flow import Blackboard, MemoryStore, Runtime, WorkflowBuilder, add
 from durable_flow.cli._db import resolve_checkpoint
 from durable_flow.cli._support import CliError
@@ -130,7 +130,7 @@ def test_a_recent_superstep_of_a_long_run_is_found_without_reading_every_checkpo
 def test_every_inner_superstep_is_named_after_a_resume_inside_the_sub_workflow() -> None:
     import collections
 
-    from test_nested_forks import two_inner_questions
+    from engine.test_nested_forks import two_inner_questions
 
     async def go() -> None:
         wf = two_inner_questions(collections.Counter())

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import orjson
 import pytest
-from stores.pgdb import truncate_all
+from pgdb import empty_tables
 from typer.testing import CliRunner
-from waitkit import store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import store_dump
 
 from durable_flow import (
     Blackboard,
@@ -81,10 +81,10 @@ WORKFLOW = build()
 
 
 @pytest.fixture
-async def pg(wait_pg_dsn: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(wait_pg_dsn, max_size=4)
+async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
+    store = PostgresStore(pg_dsn, max_size=4)
     await store.setup()
-    await truncate_all(wait_pg_dsn)
+    await empty_tables(pg_dsn)
     yield store
     await store.close()
 

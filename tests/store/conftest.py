@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from pgdb import empty_tables, fresh_database
 
 from durable_flow.store._memory import MemoryStore
 from durable_flow.store._postgres import PostgresStore
 from durable_flow.store._protocols import CheckpointStore
 from durable_flow.store._sqlite import SqliteStore
-
-from .pgdb import empty_tables, fresh_database
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
 

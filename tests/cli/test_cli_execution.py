@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from test_cli import (  # noqa: F401
+from cli.test_cli import (  # noqa: F401
     MODULE,
     as_json,
     cli,

@@ -17,6 +17,7 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from pgdb import fresh_database, run_async
 from sqlalchemy import create_engine, event
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
@@ -26,8 +27,6 @@ from durable_flow.errors import SchemaVersionError
 from durable_flow.store._postgres import PostgresStore
 from durable_flow.store.sql import _migrate
 from durable_flow.store.sql._tables import METADATA
-
-from .pgdb import fresh_database, run_async
 
 REPO = Path(__file__).resolve().parents[2]
 

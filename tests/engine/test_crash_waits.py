@@ -20,7 +20,7 @@ from typing import Any
 
 import crashkit_waits as kit
 import pytest
-from stores.pgdb import fresh_database
+from pgdb import fresh_database
 from waitkit import store_dump
 
 from durable_flow import RunLockedError, RunStatus, Runtime
