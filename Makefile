@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup clean
+.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,11 @@ bench-long: $(STAMP)
 # writes its section of bench/RESULTS.md (under a minute).
 bench-startup: $(STAMP)
 	$(BIN)/python bench/imports.py --write
+
+# assert_crash_safe over examples/showcase.py, timed (three calls); writes its section of
+# bench/RESULTS.md (target: under a minute).
+bench-crash: $(STAMP)
+	$(BIN)/python bench/crash_safe.py --write
 
 clean:
 	rm -rf $(VENV) demo.db demo.log site

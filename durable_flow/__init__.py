@@ -87,6 +87,9 @@ _EXPORTS: dict[str, str] = {
     "SmtpNotifier": "runtime._notify",
     "WebhookNotifier": "runtime._notify",
     "Runtime": "runtime._runtime",
+    "export_run": "runtime._transfer",
+    "import_run": "runtime._transfer",
+    "UpgradeProblem": "runtime._upgrade",
     "Worker": "runtime._worker",
     "MemoryStore": "store._memory",
     "PostgresStore": "store._postgres",
@@ -161,6 +164,8 @@ if _typing.TYPE_CHECKING:
     from .runtime._logging import configure_logging
     from .runtime._notify import Notification, Notifier, SmtpNotifier, WebhookNotifier
     from .runtime._runtime import Runtime
+    from .runtime._transfer import export_run, import_run
+    from .runtime._upgrade import UpgradeProblem
     from .runtime._worker import Worker
     from .store._memory import MemoryStore
     from .store._postgres import PostgresStore
@@ -243,6 +248,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "UnknownRequestError",
+    "UpgradeProblem",
     "Usage",
     "WebhookNotifier",
     "Worker",
@@ -254,6 +260,8 @@ __all__ = [
     "append",
     "configure_logging",
     "dump_workflow",
+    "export_run",
+    "import_run",
     "load_workflow",
     "merge",
     "to_mermaid",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores.pgdb import empty_tables, fresh_database, run_async
+from pgdb import empty_tables, fresh_database, run_async
 
 from durable_flow import MemoryStore, PostgresStore, Runtime, SqliteStore
 from durable_flow.store.sql._cache import CACHE_ENV, load_or_compile, statements_for

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from crashkit_waits import die, open_store
 
-from durable_flow import END, Blackboard, Runtime, WorkflowBuilder
+from durable_flow import END, Blackboard, RunLockedError, Runtime, WorkflowBuilder
 
 WINDOW = 2.0  # seconds, each deadline (the second must outlast the dead child's lease)
 
@@ -40,6 +40,16 @@ def escalating() -> Any:
     b.set_entry("approve")
     b.add_edge("approve", END)
     return b.build()
+
+
+async def resume_when_free(rt: Runtime, wf: Any, run_id: str) -> Any:
+    """Resume, waiting out a dead child's lease (it expires after its lease_ttl)."""
+    for _ in range(100):
+        try:
+            return await rt.resume(wf, run_id)
+        except RunLockedError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("the dead process' lease never expired")
 
 
 async def child(db: str, run_id: str) -> None:

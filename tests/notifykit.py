@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
 
+from durable_flow.runtime._notify import Notification
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -78,3 +80,17 @@ class SmtpReceiver:
 
     def stop(self) -> None:
         self._controller.stop()
+
+
+class Recorder:
+    """A notifier that fails its first ``fail`` sends."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.fail = fail
+        self.sent: list[Notification] = []
+
+    async def send(self, notification: Notification) -> None:
+        self.sent.append(notification)
+        if self.fail > 0:
+            self.fail -= 1
+            raise OSError("receiver down")

@@ -112,7 +112,7 @@ def test_map_review_survives_a_sigkill_between_answers_on_sqlite(tmp_path: Path)
 
 
 def test_map_review_survives_a_sigkill_between_answers_on_postgresql(tmp_path: Path) -> None:
-    from stores.pgdb import fresh_database
+    from pgdb import fresh_database
 
     with fresh_database() as dsn:
         _map_review(tmp_path, dsn)

@@ -30,3 +30,16 @@ def test_the_package_installs_without_setuptools_warnings() -> None:
                for d in (root / "durable_flow").rglob("*") if d.is_dir()
                and d.name != "__pycache__" and any(f.is_file() for f in d.iterdir())}
     assert shipped <= listed, shipped - listed
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_the_tests_folder_mirrors_the_package() -> None:
+    """Each folder of tests is named for a folder of the package, and each package folder has one."""
+    package = {p.name for p in PACKAGE.iterdir()
+               if p.is_dir() and (p / "__init__.py").exists() and not p.name.startswith("_")}
+    tests = {p.name for p in TESTS.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert tests == package
+    for folder in tests:  # every test module sits with the layer it tests
+        assert list((TESTS / folder).glob("test_*.py")), folder

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from netproxy import NetProxy
-from stores.pgdb import server_dsn
+from pgdb import server_dsn
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clikit import CONSOLE_SCRIPT
-from stores.pgdb import fresh_database
+from pgdb import fresh_database
 
 from durable_flow import PostgresStore, Runtime
 

@@ -109,7 +109,9 @@ _COMMANDS = [
     ("send-event", "_events", "send_event"), ("cancel", "_control", "cancel"),
     ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
     ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
-    ("audit", "_approvals", "audit"), ("link", "_approvals", "link"),
+    ("check-upgrade", "_upgrade", "check_upgrade"), ("export", "_transfer", "export_run"),
+    ("import", "_transfer", "import_run"), ("audit", "_approvals", "audit"),
+    ("link", "_approvals", "link"),
 ]
 _DB_COMMANDS = [("upgrade", "_tools", "upgrade"), ("prune", "_tools", "prune")]
 _USERS_COMMANDS = [("add", "_approvals", "users_add"), ("list", "_approvals", "users_list"),

@@ -63,6 +63,7 @@ from ._inputs import (
 from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses
 from ._signals import signals_for
+from ._upgrade import UpgradeProblem, check_upgrade
 from ._versions import GraphBook, check_graph
 
 __all__ = ["Runtime"]
@@ -563,6 +564,10 @@ class Runtime(RuntimeApprovals):
             with contextlib.suppress(RunLockedError, RunNotResumableError):
                 results.append(await self.resume(workflow, record.run_id))
         return results
+
+    async def check_upgrade(self, workflow: Workflow) -> list[UpgradeProblem]:
+        """Unfinished runs of ``workflow.name`` it could not continue, and why; writes nothing."""
+        return await check_upgrade(self.store, workflow)
 
     async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,
                     older_than: timedelta | None = None) -> int:

@@ -67,6 +67,7 @@ from ._rows import (
     MailRow,
     RequestRow,
     RunRecord,
+    RunRows,
     RunUpdate,
     StatusMark,
     StepRow,
@@ -97,11 +98,13 @@ __all__ = [
     "Mailbox",
     "RequestRow",
     "RunRecord",
+    "RunRows",
     "RunStore",
     "RunUpdate",
     "StatusMark",
     "StepRow",
     "TaskWrite",
+    "Transfer",
     "WaitKind",
     "check_answerable",
     "check_claimable",
@@ -478,6 +481,31 @@ class Approvals(Protocol):
 
     async def set_user_roles(self, name: str, roles: tuple[str, ...]) -> bool:
         """Replace a person's roles; False when there is no such person."""
+        ...
+
+
+@runtime_checkable
+class Transfer(Protocol):
+    """A run's stored rows read and written whole: what ``export_run``/``import_run`` move.
+
+    The SQL stores have it (SQLite, PostgreSQL); rows read from one load into
+    another exactly.
+    """
+
+    async def export_rows(self, run_id: str) -> RunRows | None:
+        """Every row of the run and the graph it names, in one transaction; None if unknown.
+
+        The rows of every table keyed by the run (runs, checkpoints, channel
+        values, log chunks, task writes, steps, requests, mailbox), and of
+        ``graphs`` the description of the run's signature.
+        """
+        ...
+
+    async def import_rows(self, rows: RunRows) -> None:
+        """Insert the rows in one transaction; a graph description already kept stays.
+
+        Raises ``RunExistsError`` when the run id is taken, writing nothing.
+        """
         ...
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "MailRow",
     "RequestRow",
     "RunRecord",
+    "RunRows",
     "RunUpdate",
     "StatusMark",
     "StepRow",
@@ -350,3 +351,16 @@ def match_mail(waits: Sequence[RequestRow], mail: Sequence[MailRow],
             taken.add(wait.id)
             break
     return pairs
+
+
+@dataclass(frozen=True, slots=True)
+class RunRows:
+    """Every stored row of one run, by table, as the columns hold them (``Transfer``).
+
+    ``tables`` maps a table name to its rows (column name -> value: times in
+    microseconds since the epoch, payloads as bytes); ``graphs`` holds the
+    graph descriptions the run names, shared with other runs.
+    """
+
+    run_id: str
+    tables: Mapping[str, list[dict[str, object]]]

@@ -40,6 +40,7 @@ from .._protocols import (
     MailRow,
     RequestRow,
     RunRecord,
+    RunRows,
     StepRow,
     TaskWrite,
 )
@@ -319,3 +320,17 @@ class SqlStore(SqlApprovals, abc.ABC):
     async def get_graph(self, signature: str) -> bytes | None:
         """The description kept for ``signature``, or None."""
         return await self.driver.run(partial(get_graph_tx, self._q, signature), write=False)
+
+    async def export_rows(self, run_id: str) -> RunRows | None:
+        """Every stored row of a run, and its graph (see ``Transfer``); None if unknown."""
+        from ._transfer import export_rows_tx, transfer_queries
+
+        return await self.driver.run(partial(export_rows_tx, transfer_queries(self._q.dialect),
+                                             run_id), write=False)
+
+    async def import_rows(self, rows: RunRows) -> None:
+        """Write a run's rows back in one transaction; ``RunExistsError`` if its id is taken."""
+        from ._transfer import import_rows_tx, transfer_queries
+
+        await self.driver.run(partial(import_rows_tx, transfer_queries(self._q.dialect), rows),
+                              write=True)

@@ -1,0 +1,107 @@
+"""The notification outbox and the web app's people, on every store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from notifykit import Recorder
+from waitkit import eventually, serving
+
+from durable_flow import (
+    END,
+    Blackboard,
+    InvalidInputError,
+    Principal,
+    RunStatus,
+    Runtime,
+    Worker,
+    WorkflowBuilder,
+)
+from durable_flow.runtime._links import LinkSigner
+from durable_flow.runtime._outbox import Outbox
+from durable_flow.runtime._users import Users
+from durable_flow.store._protocols import CheckpointStore
+
+
+class Expense(Blackboard):
+    approved: bool | None = None
+
+
+def flow() -> Any:
+    b = WorkflowBuilder("expense", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        question = {"question": "Approve 40 EUR?", "amount": 40}
+        return {"approved": await ctx.request(question, bool, assignees=["alice@example.com"],
+                                              roles=["finance"])}
+
+    b.set_entry("approve")
+    b.add_edge("approve", END)
+    return b.build()
+
+
+async def test_a_worker_delivers_the_opened_notification(
+        store_factory: Callable[[], CheckpointStore]) -> None:
+    store = store_factory()
+    async with Runtime(store) as rt:
+        await Users(store).add("fiona", "pw", roles=["finance"], email="fiona@example.com")
+        result = await rt.run(flow(), {})
+        assert result.status is RunStatus.WAITING
+        recorder = Recorder()
+        async with Worker(store_factory(), [flow()], poll_interval=0.05,
+                          notifiers=[recorder]) as worker, serving(worker):
+            async def sent() -> bool:
+                return bool(recorder.sent)
+            await eventually(sent)
+        (note,) = recorder.sent
+        assert (note.kind, note.run_id, note.title) == ("opened", result.run_id, "Approve 40 EUR?")
+        assert (note.assignees, note.roles) == (("alice@example.com",), ("finance",))
+        assert dict(note.emails) == {"alice@example.com": "alice@example.com",
+                                     "fiona@example.com": "fiona"}
+        (row,) = await store.notifications(result.run_id)
+        assert row.id == note.id and row.delivered_at is not None
+        assert await store.due_notifications() == []
+
+
+async def test_a_failed_delivery_is_tried_again_with_the_same_id(rt: Runtime) -> None:
+    result = await rt.run(flow(), {})
+    recorder = Recorder(fail=1)
+    outbox = Outbox(rt.store, [recorder], base_url="http://inbox.test",
+                    signer=LinkSigner("s3cret"))
+    assert await outbox.deliver_due() == 0
+    (row,) = await rt.store.notifications(result.run_id)
+    assert (row.attempts, row.last_error, row.delivered_at) == (1, "receiver down", None)
+    assert await rt.store.due_notifications() == []  # put off by its backoff
+
+    async def delivered() -> bool:
+        return await outbox.deliver_due() == 1
+    await eventually(delivered, timeout=5)
+    first, second = recorder.sent
+    assert first.id == second.id == row.id
+    assert second.links["alice@example.com"].startswith(f"http://inbox.test/approve/{result.run_id}/")
+
+
+async def test_people_are_kept_with_argon2_hashes(store_factory: Callable[[], CheckpointStore]) -> None:
+    store = store_factory()
+    async with Runtime(store):
+        users = Users(store)
+        added = await users.add("ann", "correct horse", roles=["finance"], email="ann@example.com")
+        assert added.password_hash.startswith("$argon2id$") and "correct" not in added.password_hash
+        with pytest.raises(InvalidInputError):
+            await users.add("ann", "again")
+        assert await users.login("ann", "correct horse") == Principal("ann", ("finance",))
+        assert await users.login("ann", "wrong") is None
+        assert await users.login("nobody", "x") is None
+        assert (await users.set_roles("ann", ["finance", "manager"])).roles == ("finance", "manager")
+        await users.add("bob", "pw")
+        assert [(u.name, u.email) for u in await users.list()] == [
+            ("ann", "ann@example.com"), ("bob", None)]
+        await users.remove("bob")
+        with pytest.raises(InvalidInputError):
+            await users.remove("bob")
+        with pytest.raises(InvalidInputError):
+            await users.set_roles("bob", ["x"])
+        assert [u.name for u in await users.list()] == ["ann"]
