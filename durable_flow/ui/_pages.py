@@ -173,7 +173,9 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "mermaid": marked_mermaid(shown, current) if shown is not None else None,
         "current": current, "can_fork": workflow is not None,
         "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
-        "cards": [RequestCard(r, build_form(r.response_schema)) for r in head.pending_requests]})
+        "cards": [RequestCard(r, build_form(r.response_schema)) for r in head.pending_requests],
+        "decisions": await svc.runtime.decisions(run_id),
+        "is_admin": request.state.principal is None})
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
@@ -191,6 +193,20 @@ async def cancel_page(request: Request, svc: Service, run_id: str) -> Response:
     """Cancel the run, then show it."""
     await _checked_form(request)
     await svc.cancel(run_id)
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/reassign")
+async def reassign_page(request: Request, svc: Service, run_id: str) -> Response:
+    """The admin gives an open request to other people (a ``reassign`` decision)."""
+    raw = await _checked_form(request)
+    if request.state.principal is not None:
+        raise NotAuthorizedError(request.state.principal.id, "reassign requests (admins only)",
+                                 run_id=run_id)
+    def names(key: str) -> list[str]:
+        return [n.strip() for n in (raw.get(key) or [""])[-1].split(",") if n.strip()]
+    await svc.runtime.reassign(run_id, (raw.get("request_id") or [""])[-1],
+                               assignees=names("assignees"), roles=names("roles"), by="admin")
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 

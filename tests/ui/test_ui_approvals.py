@@ -200,3 +200,23 @@ async def test_a_bearer_jwt_names_the_principal() -> None:
             assert ok.status_code == 200, ok.text
     (decision,) = await rt.decisions(run_id)
     assert (decision.by, decision.via) == ("fay", "api")
+
+
+async def test_the_run_page_shows_decisions_and_the_admin_reassigns() -> None:
+    store = MemoryStore()
+    rt, run_id, rid = await waiting(store)
+    async with app_on(store) as client:
+        headers = {"authorization": "Bearer admin-token-1"}
+        page = await client.get(f"/runs/{run_id}", headers=headers)
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+        assert csrf and "Reassign" in page.text
+        moved = await client.post(f"/runs/{run_id}/reassign", headers=headers, data={
+            "csrf_token": csrf.group(1), "request_id": rid, "assignees": "carol, dan",
+            "roles": ""})
+        assert moved.status_code == 303
+        page = await client.get(f"/runs/{run_id}", headers=headers)
+        assert "<h2>Decisions</h2>" in page.text and 'data-kind="reassign"' in page.text
+    (pending,) = await rt.pending_requests()
+    assert pending.assignees == ("carol", "dan") and pending.roles == ()
+    (decision,) = await rt.decisions(run_id)
+    assert (decision.kind, decision.by) == ("reassign", "admin")
