@@ -111,7 +111,37 @@ def _slow() -> Any:
     return b.build()
 
 
+class Claim(Blackboard):
+    claimant: str = ""
+    amount: int = 0
+    deadline: float = 3600.0
+    approved: bool | None = None
+
+
+def _expense() -> Any:
+    """An expense for the finance role: small ones by policy, escalated to managers at the deadline."""
+    from datetime import timedelta
+
+    from durable_flow import Policy
+
+    b = WorkflowBuilder("expense", state=Claim)
+
+    @b.node()
+    async def approve(state: Claim, ctx: Any) -> dict[str, Any]:
+        claim = {"question": f"Approve {state.amount} EUR for {state.claimant}?",
+                 "claimant": state.claimant, "amount": state.amount}
+        answer = await ctx.request(claim, bool, roles=["finance"],
+                                   timeout=timedelta(seconds=state.deadline),
+                                   escalate_to=["role:manager"], default=False,
+                                   policy=Policy("small", "amount < 100", True))
+        return {"approved": answer}
+
+    b.set_entry("approve").add_edge("approve", END)
+    return b.build()
+
+
 approval = _approval()
+expense = _expense()
 slow = _slow()
 review = _review()
 parent = _parent()

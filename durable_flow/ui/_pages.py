@@ -244,7 +244,7 @@ async def login(request: Request, svc: Service) -> Response:
     if name:
         person = await Users(svc.runtime.store).login(name, (raw.get("password") or [""])[-1])
         if person is None:
-            return render(request, "login.html", {"next": target, "failed": True}, status=401)
+            return render(request, "login.html", {"next": target, "failed": "user"}, status=401)
         response = RedirectResponse(target, status_code=303)
         security.set_cookie(response, request, USER_COOKIE, security.user_session(person))
         return response

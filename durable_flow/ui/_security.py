@@ -178,7 +178,7 @@ class Security:
         kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
             return "send the body as application/json"
-        if auth == "cookie" and not self.csrf_ok(request, request.headers.get(CSRF_HEADER)):
+        if auth in ("cookie", "user") and not self.csrf_ok(request, request.headers.get(CSRF_HEADER)):
             return "a request authenticated by the login cookie needs the X-CSRF-Token header"
         return None
 
