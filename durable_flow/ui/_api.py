@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from ..model._records import RunStatus
 from ._models import (
     CheckpointOut,
+    DecisionOut,
     ForkIn,
     HistoryOut,
     InboxOut,
@@ -74,6 +75,12 @@ async def history(svc: Service, run_id: str, namespace: str = "", before: str | 
 async def checkpoint(svc: Service, run_id: str, checkpoint_id: str) -> SnapshotOut:
     """Blackboard values, node histories, next tasks, open requests and nested state."""
     return SnapshotOut.of(await svc.snapshot(run_id, checkpoint_id))
+
+
+@router.get("/runs/{run_id}/decisions", summary="A run's decisions, oldest first")
+async def decisions(svc: Service, run_id: str) -> list[DecisionOut]:
+    """Every answer, policy answer, escalation, reassignment and timeout, with who and via."""
+    return [DecisionOut.of(d) for d in await svc.runtime.decisions(run_id)]
 
 
 @router.get("/inbox", summary="Open requests, oldest first")

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..model._decisions import Decision
 from ..model._records import (
     CheckpointInfo,
     ErrorInfo,
@@ -128,13 +129,42 @@ class RequestOut(BaseModel):
     response_schema: dict[str, Any]
     created_at: datetime
     expires_at: datetime | None = None
+    title: str = Field("", description="the line a person reads first")
+    assignees: list[str] = Field([], description="principal ids that may answer")
+    roles: list[str] = Field([], description="roles whose holders may answer")
+    escalated: bool = False
 
     @classmethod
     def of(cls, req: PendingRequest) -> RequestOut:
         """The API form of a ``PendingRequest``."""
         return cls(id=req.id, run_id=req.run_id, workflow_name=req.workflow_name, node=req.node,
                    payload=plain(req.payload), response_schema=req.response_schema,
-                   created_at=req.created_at, expires_at=getattr(req, "expires_at", None))
+                   created_at=req.created_at, expires_at=getattr(req, "expires_at", None),
+                   title=req.title, assignees=list(req.assignees), roles=list(req.roles),
+                   escalated=req.escalated)
+
+
+class DecisionOut(BaseModel):
+    """One decision on a run's requests (``Decision``): who, when, via what."""
+
+    seq: int
+    request_id: str
+    node: str
+    kind: str = Field(description="answer, policy, escalation, reassign or timeout")
+    answer: Any
+    by: str | None
+    via: str
+    at: datetime
+    comment: str | None
+    payload_digest: str
+    digest: str
+
+    @classmethod
+    def of(cls, d: Decision) -> DecisionOut:
+        """The API form of a ``Decision``."""
+        return cls(seq=d.seq, request_id=d.request_id, node=d.node, kind=d.kind,
+                   answer=d.answer, by=d.by, via=d.via, at=d.at, comment=d.comment,
+                   payload_digest=d.payload_digest, digest=d.digest)
 
 
 class InboxOut(BaseModel):

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from durable_flow import END, Blackboard, MemoryStore, Runtime, WorkflowBuilder
+from durable_flow import END, Blackboard, MemoryStore, Principal, Runtime, WorkflowBuilder
 from durable_flow.runtime._links import LinkSigner
 from durable_flow.runtime._users import Users
 from durable_flow.store._outbox_rows import UserRow
@@ -220,3 +220,21 @@ async def test_the_run_page_shows_decisions_and_the_admin_reassigns() -> None:
     assert pending.assignees == ("carol", "dan") and pending.roles == ()
     (decision,) = await rt.decisions(run_id)
     assert (decision.kind, decision.by) == ("reassign", "admin")
+
+
+async def test_the_api_carries_titles_assignees_and_decisions() -> None:
+    store = MemoryStore()
+    rt, run_id, rid = await waiting(store)
+    await rt.respond(run_id, {rid: True}, by=Principal("fay", ("finance",)), comment="ok")
+    second = await rt.run(flow(), {})
+    async with app_on(store) as client:
+        headers = {"authorization": "Bearer admin-token-1"}
+        (req,) = (await client.get("/api/inbox", headers=headers)).json()["requests"]
+        assert (req["run_id"], req["title"], req["roles"], req["assignees"], req["escalated"]) \
+            == (second.run_id, "Approve 40 EUR for a taxi?", ["finance"], [], False)
+        (decision,) = (await client.get(f"/api/runs/{run_id}/decisions", headers=headers)).json()
+        assert (decision["kind"], decision["by"], decision["via"], decision["comment"]) == (
+            "answer", "fay", "api", "ok")
+        missing = await client.get("/api/runs/nope/decisions", headers=headers)
+        assert missing.status_code == 404 and set(missing.json()) == {"error", "message",
+                                                                      "request_id"}

@@ -116,6 +116,9 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
         assert "alice" in audit["linked"][0] and "link" in audit["linked"][0]
         assert "escalation" in audit["escalating"][0] and "runtime" in audit["escalating"][0]
         assert "mia" in audit["escalating"][1] and "ui" in audit["escalating"][1]
+        # times in the viewer's zone; the title keeps UTC
+        shown = admin.locator("section.decisions time").first
+        assert "UTC" not in shown.inner_text() and "UTC" in (shown.get_attribute("title") or "")
 
 
 async def _created(db: Path) -> None:

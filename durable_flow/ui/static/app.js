@@ -30,6 +30,19 @@
     if (remove) remove.closest(".row").remove();
   });
 
+  // Times in the viewer's own time zone (the server writes UTC; the title keeps it).
+  function localTimes(root) {
+    root.querySelectorAll("time[data-local]").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime()) || el.dataset.shown) return;
+      el.title = el.textContent;
+      el.textContent = at.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+      el.dataset.shown = "1";
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+  document.addEventListener("htmx:afterSwap", function (event) { localTimes(event.target); });
+
   // A confirmation before forms that cannot be undone (cancel).
   document.addEventListener("submit", function (event) {
     var form = event.target.closest("form[data-confirm]");
