@@ -105,3 +105,45 @@ async def test_people_are_kept_with_argon2_hashes(store_factory: Callable[[], Ch
         with pytest.raises(InvalidInputError):
             await users.set_roles("bob", ["x"])
         assert [u.name for u in await users.list()] == ["ann"]
+
+
+async def test_receivers_down_for_a_while_get_every_notification(tmp_path: Any) -> None:
+    import asyncio
+    import email
+
+    from notifykit import SmtpReceiver, WebhookReceiver, free_port
+
+    from durable_flow import SmtpNotifier, SqliteStore, WebhookNotifier
+
+    store = SqliteStore(tmp_path / "runs.db")
+    async with Runtime(store) as rt:
+        await Users(store).add("fay", "pw", roles=["finance"], email="fay@example.com")
+        runs = [await rt.run(flow(), {}) for _ in range(3)]
+        ids = {n.id for r in runs for n in await store.notifications(r.run_id)}
+        hook, smtp = WebhookReceiver(free_port()), SmtpReceiver(free_port())
+        outbox = Outbox(store, [WebhookNotifier(hook.url, attempts=1, timeout=1),
+                                SmtpNotifier("127.0.0.1", smtp.port, "inbox@example.com",
+                                             attempts=1, timeout=1)], poll_interval=0.05)
+        delivering = asyncio.create_task(outbox.serve())
+        try:
+            async def tried() -> bool:
+                rows = [n for r in runs for n in await store.notifications(r.run_id)]
+                return all(n.attempts >= 1 for n in rows)
+            await eventually(tried)  # every one failed while both were down
+            hook.start()
+            smtp.start()
+
+            async def delivered() -> bool:
+                rows = [n for r in runs for n in await store.notifications(r.run_id)]
+                return all(n.delivered_at is not None for n in rows)
+            await eventually(delivered, timeout=20)
+        finally:
+            outbox.stop()
+            await delivering
+            hook.stop()
+            smtp.stop()
+    assert len(ids) == 3 and {body["id"] for _, body in hook.received} == ids
+    assert all(key == body["id"] for key, body in hook.received)  # repeats carry the same id
+    mails = [email.message_from_string(text) for _, text in smtp.messages]
+    assert {(m["To"], "".join(m["X-Durable-Flow-Notification"].split())) for m in mails} == {
+        (to, i) for i in ids for to in ("alice@example.com", "fay@example.com")}
