@@ -18,11 +18,13 @@ __version__ = "0.1.0"
 # public name -> the private module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
     "Agent": "agents._agent",
+    "ChatChunk": "agents._models",
     "ChatModel": "agents._models",
     "ChatResponse": "agents._models",
-    "OpenAIChatModel": "agents._models",
+    "StreamingChatModel": "agents._models",
     "ToolSpec": "agents._models",
     "Usage": "agents._models",
+    "OpenAIChatModel": "agents._openai",
     "WorkflowBuilder": "build._builder",
     "to_mermaid": "build._diagram",
     "dump_workflow": "build.declarative._load",
@@ -88,12 +90,14 @@ _EXPORTS: dict[str, str] = {
 if _typing.TYPE_CHECKING:
     from .agents._agent import Agent
     from .agents._models import (
+        ChatChunk,
         ChatModel,
         ChatResponse,
-        OpenAIChatModel,
+        StreamingChatModel,
         ToolSpec,
         Usage,
     )
+    from .agents._openai import OpenAIChatModel
     from .build._builder import WorkflowBuilder
     from .build._diagram import to_mermaid
     from .build.declarative._load import dump_workflow, load_workflow
@@ -171,6 +175,7 @@ __all__ = [
     "END",
     "Agent",
     "Blackboard",
+    "ChatChunk",
     "ChatModel",
     "ChatResponse",
     "CheckpointCorruptedError",
@@ -216,6 +221,7 @@ __all__ = [
     "SqliteStore",
     "StateUpdateError",
     "StoreError",
+    "StreamingChatModel",
     "SubworkflowError",
     "SuperstepLimitError",
     "ToolCall",

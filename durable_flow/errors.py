@@ -408,8 +408,16 @@ class LeaseLostError(StoreError):
 
 
 class ModelError(DurableFlowError):
-    """A chat model call failed, or its reply could not be used."""
+    """A chat model call failed, or its reply could not be used.
 
-    def __init__(self, message: str, *, raw: str | None = None) -> None:
+    ``transient`` is True for failures worth trying again (a timeout, a lost
+    connection, HTTP 429 or 5xx): agent nodes retry those with backoff,
+    waiting at least ``retry_after`` seconds when the server said so.
+    """
+
+    def __init__(self, message: str, *, raw: str | None = None, transient: bool = False,
+                 retry_after: float | None = None) -> None:
         self.raw = raw
+        self.transient = transient
+        self.retry_after = retry_after
         super().__init__(message if raw is None else f"{message}; raw reply: {raw!r}")

@@ -29,6 +29,7 @@ from ..model._versions import Migration
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel
+    from ..agents.context import Context
     from ..transforms import Transform
 
 __all__ = ["WorkflowBuilder"]
@@ -187,10 +188,16 @@ class WorkflowBuilder:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         skip_if: ConditionLike | None = None,
+        context: Context | None = None,
+        handoffs: Sequence[str] = (),
+        output_retries: int = 1,
+        model_retries: int = 3,
     ) -> WorkflowBuilder:
         """Add an agent node: a chat model with instructions, tools and a history.
 
-        See :class:`durable_flow.Agent` for how input, output and history work.
+        See :class:`durable_flow.Agent` for how input, output, history,
+        ``context`` (``durable_flow.agents.context``), ``handoffs`` and the
+        retries work.
         """
         from ..agents._agent import Agent
 
@@ -199,7 +206,8 @@ class WorkflowBuilder:
                           output_key=output_key, output=output, reads=reads, history=history,
                           keep_history=keep_history, tools=tools,
                           max_tool_rounds=max_tool_rounds, retry=retry, timeout=timeout,
-                          skip_if=skip_if)
+                          skip_if=skip_if, context=context, handoffs=handoffs,
+                          output_retries=output_retries, model_retries=model_retries)
             spec = agent.node_spec(id)
         except (TypeError, ValueError) as exc:
             self._problems.append(f"agent {id!r}: {exc}")

@@ -34,7 +34,7 @@ from ..model._frozen import freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
-from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
+from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus, StreamKind
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..model._send import node_of, task_key
@@ -99,6 +99,11 @@ class RunContext:
             return  # run()/resume(): nobody reads events, so none are built
         self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
                          superstep=superstep, node=node, ts=utcnow(), data=data))
+
+    def publish(self, kind: StreamKind, namespace: str, superstep: int, node: str,
+                data: dict[str, Any]) -> None:
+        """A node's progress event: to the stream, if one listens."""
+        self.emit(kind, namespace, superstep, node, **data)
 
     async def put_step(self, row: StepRow) -> None:
         """Record a ``ctx.step`` result under the run's lease."""
@@ -326,7 +331,8 @@ class ThreadRunner:
         self.rc.emit("node_started", self.namespace, step, qual)
         steps = await self.rc.store.get_steps(self.rc.run_id, st.meta.id, qual) if resumed else {}
         io = TaskIO(run=self.rc, checkpoint_id=st.meta.id, thread=self.thread,
-                    request_prefix=self.prefix, answered=answered, steps=steps)
+                    request_prefix=self.prefix, namespace=self.namespace, answered=answered,
+                    steps=steps)
         view = spec.view(snapshot) if spec.view is not None else snapshot
         arg = task_arg(st.meta, spec, node)
         holder: list[Any] = []

@@ -29,6 +29,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "Snapshot",
+    "StreamKind",
 ]
 
 
@@ -186,8 +187,10 @@ EventKind = Literal[
     "run_started", "superstep_started", "node_started", "node_completed",
     "node_retrying", "node_failed", "request_issued", "request_answered",
     "checkpoint_saved", "subworkflow_failed", "run_waiting", "run_completed",
-    "run_failed", "run_cancelled",
+    "run_failed", "run_cancelled", "model_delta", "tool_started", "tool_finished",
 ]
+# the events a node publishes itself (``NodeContext.publish``), kept in the run's stream log
+StreamKind = Literal["model_delta", "tool_started", "tool_finished"]
 
 
 @dataclass(frozen=True, slots=True)
