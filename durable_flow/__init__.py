@@ -25,6 +25,8 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "agents._models",
     "Usage": "agents._models",
     "OpenAIChatModel": "agents._openai",
+    "LangChainModel": "agents._providers",
+    "PydanticAIModel": "agents._providers",
     "WorkflowBuilder": "build._builder",
     "to_mermaid": "build._diagram",
     "dump_workflow": "build.declarative._load",
@@ -98,6 +100,7 @@ if _typing.TYPE_CHECKING:
         Usage,
     )
     from .agents._openai import OpenAIChatModel
+    from .agents._providers import LangChainModel, PydanticAIModel
     from .build._builder import WorkflowBuilder
     from .build._diagram import to_mermaid
     from .build.declarative._load import dump_workflow, load_workflow
@@ -195,6 +198,7 @@ __all__ = [
     "InvalidGotoError",
     "InvalidInputError",
     "InvalidResponseError",
+    "LangChainModel",
     "LeaseLostError",
     "MemoryStore",
     "Message",
@@ -203,6 +207,7 @@ __all__ = [
     "OpenAIChatModel",
     "PendingRequest",
     "PostgresStore",
+    "PydanticAIModel",
     "RequestTimeoutError",
     "RetryPolicy",
     "RunExistsError",
