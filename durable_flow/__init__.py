@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "model._records",
     "RunStatus": "model._records",
     "Snapshot": "model._records",
+    "StreamEntry": "model._records",
     "add": "model._reducers",
     "append": "model._reducers",
     "merge": "model._reducers",
@@ -148,6 +149,7 @@ if _typing.TYPE_CHECKING:
         RunResult,
         RunStatus,
         Snapshot,
+        StreamEntry,
     )
     from .model._reducers import add, append, merge
     from .model._retry import RetryPolicy
@@ -226,6 +228,7 @@ __all__ = [
     "SqliteStore",
     "StateUpdateError",
     "StoreError",
+    "StreamEntry",
     "StreamingChatModel",
     "SubworkflowError",
     "SuperstepLimitError",

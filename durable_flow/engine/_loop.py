@@ -63,6 +63,7 @@ from ._state import (
     history_channel,
     input_values,
 )
+from ._streamlog import StreamBuffer
 from ._task import (
     TaskFence,
     TaskResult,
@@ -88,6 +89,7 @@ class RunContext:
         self.run_id = lease.run_id
         self.workflow_name = workflow_name
         self._emit = emit
+        self.stream_log = StreamBuffer(store, lease.run_id, lease.epoch)
         self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
         # sub-workflow heads read by ``preflight``, by thread, until their task continues them
         self.preloaded: dict[str, ThreadState] = {}
@@ -102,7 +104,8 @@ class RunContext:
 
     def publish(self, kind: StreamKind, namespace: str, superstep: int, node: str,
                 data: dict[str, Any]) -> None:
-        """A node's progress event: to the stream, if one listens."""
+        """A node's progress event: to the run's stream log, and to the stream if one listens."""
+        self.stream_log.add(kind, namespace, superstep, node, data)
         self.emit(kind, namespace, superstep, node, **data)
 
     async def put_step(self, row: StepRow) -> None:
@@ -110,7 +113,9 @@ class RunContext:
         await self.store.put_step(self.lease, row)
 
     async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease."""
+        """Commit under the run's lease, after what the superstep streamed is stored."""
+        if self.stream_log.pending:
+            await self.stream_log.flush()
         await self.store.commit(Commit(lease=self.lease, **parts))
 
 

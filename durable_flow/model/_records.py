@@ -29,6 +29,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "Snapshot",
+    "StreamEntry",
     "StreamKind",
 ]
 
@@ -205,3 +206,28 @@ class Event:
     ts: datetime
     data: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One entry of a run's durable stream log (``Runtime.read_stream``).
+
+    ``seq`` numbers a run's entries from 1 (read on with ``after=seq``);
+    ``kind`` is ``model_delta`` (``data["text"]``, ``data["round"]``,
+    ``data["attempt"]``), ``tool_started`` or ``tool_finished``; ``node`` is
+    the node's path. ``epoch`` is the execution that wrote it; ``cut`` is True
+    for deltas of a model attempt that never finished (a crash, a lost
+    connection): the model was asked again, and the checkpoint's answer is
+    the one that counts.
+    """
+
+    run_id: str
+    seq: int
+    kind: StreamKind
+    node: str
+    namespace: str
+    superstep: int
+    ts: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0
+    cut: bool = False

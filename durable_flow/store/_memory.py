@@ -12,6 +12,7 @@ import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..errors import (
     CheckpointCorruptedError,
@@ -90,6 +91,7 @@ class MemoryStore:
         self._steps: dict[tuple[str, str, str], dict[str, bytes]] = {}
         self._requests: dict[tuple[str, str], RequestRow] = {}
         self._mail: dict[str, list[MailRow]] = {}
+        self._streams: dict[str, list[dict[str, Any]]] = {}
         self._graphs: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
 
@@ -412,6 +414,18 @@ class MemoryStore:
             self._requests.setdefault(key, wait)
             self._deliver(lease.run_id, utcnow(), only=wait.id)
             return self._requests[key]
+
+    async def append_stream(self, run_id: str, entries: Sequence[Mapping[str, Any]]) -> int:
+        """Append entries to the run's stream log (see ``SqlStore.append_stream``)."""
+        log = self._streams.setdefault(run_id, [])
+        for entry in entries:
+            log.append({**entry, "run_id": run_id, "seq": len(log) + 1})
+        return len(log)
+
+    async def read_stream(self, run_id: str, after: int = 0,
+                          limit: int = 1000) -> list[dict[str, Any]]:
+        """At most ``limit`` stream log rows after ``after`` (see ``SqlStore.read_stream``)."""
+        return [dict(r) for r in self._streams.get(run_id, [])[max(after, 0):max(after, 0) + limit]]
 
     async def get_mail(self, run_id: str) -> list[MailRow]:
         """A run's events in the order they were sent."""

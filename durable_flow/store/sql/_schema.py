@@ -23,6 +23,7 @@ __all__ = [
     "RequestTable",
     "RunTable",
     "StepTable",
+    "StreamTable",
     "TaskWriteTable",
 ]
 
@@ -208,4 +209,20 @@ class GraphTable(_TableModel, table=True):
     workflow_name: str
     workflow_version: str
     description: str = Field(sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class StreamTable(_TableModel, table=True):
+    """One entry of a run's stream log (``Runtime.read_stream``), numbered per run."""
+
+    __tablename__ = "stream_entries"
+
+    run_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    epoch: int
+    namespace: str
+    node: str
+    superstep: int
+    kind: str
+    data: bytes = Field(sa_type=LargeBinary)
     created_at: int = Field(sa_type=BigInteger)
