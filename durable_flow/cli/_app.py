@@ -104,7 +104,8 @@ _COMMANDS = [
     ("history", "_reading", "history"), ("diff", "_reading", "diff"),
     ("inbox", "_reading", "inbox"), ("respond", "_running", "respond"),
     ("resume", "_running", "resume"), ("fork", "_running", "fork"),
-    ("send-event", "_events", "send_event"), ("cancel", "_control", "cancel"),
+    ("send-event", "_events", "send_event"), ("follow", "_stream", "follow"),
+    ("cancel", "_control", "cancel"),
     ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
     ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
 ]

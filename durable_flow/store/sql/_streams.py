@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._codec import from_us, to_us
 from ._ops import Tx, execute, execute_many, fetch
 from ._statement import Statement
-from ._tables import Queries, SqlDialect
+
+if TYPE_CHECKING:  # the statements module imports SQLAlchemy: only when compiling
+    from ._tables import Queries, SqlDialect
 
 __all__ = ["StreamQueries", "append_stream_tx", "delete_stream_tx", "read_stream_tx"]
 
