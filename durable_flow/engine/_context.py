@@ -193,7 +193,9 @@ class NodeContext:
         The event reaches ``Runtime.stream`` listeners and the run's durable
         stream log (``Runtime.read_stream``); ``data`` must be plain JSON.
         """
-        self._io.run.publish(kind, self._io.namespace, self.superstep, self.node, data)
+        run, namespace = self._io.run, self._io.namespace
+        run.stream_log.add(kind, namespace, self.superstep, self.node, data)
+        run.emit(kind, namespace, self.superstep, self.node, **data)
 
     @overload
     async def request(self, payload: Any, response_type: type[T], *,

@@ -34,7 +34,7 @@ from ..model._frozen import freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
-from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus, StreamKind
+from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..model._send import node_of, task_key
@@ -101,12 +101,6 @@ class RunContext:
             return  # run()/resume(): nobody reads events, so none are built
         self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
                          superstep=superstep, node=node, ts=utcnow(), data=data))
-
-    def publish(self, kind: StreamKind, namespace: str, superstep: int, node: str,
-                data: dict[str, Any]) -> None:
-        """A node's progress event: to the run's stream log, and to the stream if one listens."""
-        self.stream_log.add(kind, namespace, superstep, node, data)
-        self.emit(kind, namespace, superstep, node, **data)
 
     async def put_step(self, row: StepRow) -> None:
         """Record a ``ctx.step`` result under the run's lease."""

@@ -42,7 +42,6 @@ from ..model._records import (
     RunResult,
     RunStatus,
     Snapshot,
-    StreamEntry,
 )
 from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
@@ -61,7 +60,7 @@ from ._inputs import (
 from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses
 from ._signals import signals_for
-from ._streams import follow_stream, read_stream
+from ._streams import StreamEntry, follow_stream, read_stream
 from ._versions import GraphBook, check_graph
 
 __all__ = ["Runtime"]
@@ -518,9 +517,7 @@ class Runtime:
     async def read_stream(self, run_id: str, *, after: int = 0) -> list[StreamEntry]:
         """What the run's agents streamed after entry ``after`` (see ``StreamEntry``)."""
         return await read_stream(self.store, run_id, after)
-
-    def follow_stream(self, run_id: str, *, after: int = 0,
-                      poll: float = 0.2) -> AsyncIterator[StreamEntry]:
+    def follow_stream(self, run_id: str, *, after: int = 0, poll: float = 0.2) -> AsyncIterator[StreamEntry]:
         """The run's stream log from ``after`` on, live, until the run stops running."""
         return follow_stream(self.store, run_id, after, poll=poll)
 

@@ -19,7 +19,7 @@ from ..errors import RunNotFoundError
 from ..model._records import RunStatus, StreamEntry
 from ..model._serde import decode
 
-__all__ = ["follow_stream", "read_stream"]
+__all__ = ["StreamEntry", "follow_stream", "read_stream"]  # the record, for Runtime
 
 _PAGE = 1000
 _LIVE = frozenset({RunStatus.RUNNING, RunStatus.QUEUED})

@@ -12,7 +12,6 @@ import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from ..errors import (
     CheckpointCorruptedError,
@@ -26,6 +25,7 @@ from ..errors import (
 from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ..model._serde import decode
+from ._memory_streams import MemoryStreams
 from ._protocols import (
     HEAD_MOVED,
     Carry,
@@ -75,7 +75,7 @@ def _claimable(run: RunRecord, now: datetime) -> bool:
         run.lease_expires_at is None or run.lease_expires_at < now)
 
 
-class MemoryStore:
+class MemoryStore(MemoryStreams):
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
 
     def __init__(self) -> None:
@@ -91,7 +91,6 @@ class MemoryStore:
         self._steps: dict[tuple[str, str, str], dict[str, bytes]] = {}
         self._requests: dict[tuple[str, str], RequestRow] = {}
         self._mail: dict[str, list[MailRow]] = {}
-        self._streams: dict[str, list[dict[str, Any]]] = {}
         self._graphs: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
 
@@ -414,18 +413,6 @@ class MemoryStore:
             self._requests.setdefault(key, wait)
             self._deliver(lease.run_id, utcnow(), only=wait.id)
             return self._requests[key]
-
-    async def append_stream(self, run_id: str, entries: Sequence[Mapping[str, Any]]) -> int:
-        """Append entries to the run's stream log (see ``SqlStore.append_stream``)."""
-        log = self._streams.setdefault(run_id, [])
-        for entry in entries:
-            log.append({**entry, "run_id": run_id, "seq": len(log) + 1})
-        return len(log)
-
-    async def read_stream(self, run_id: str, after: int = 0,
-                          limit: int = 1000) -> list[dict[str, Any]]:
-        """At most ``limit`` stream log rows after ``after`` (see ``SqlStore.read_stream``)."""
-        return [dict(r) for r in self._streams.get(run_id, [])[max(after, 0):max(after, 0) + limit]]
 
     async def get_mail(self, run_id: str) -> list[MailRow]:
         """A run's events in the order they were sent."""
