@@ -311,6 +311,10 @@ class NodeContext:
         self._step_names.add(name)
         adapter = _return_adapter(fn)
         if not self._io.has_step(name):
+            try:  # no side effect starts once the lease is lost or past its local deadline
+                self._io.run.guard()
+            except LeaseLostError as exc:
+                raise _own(exc) from None
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result

@@ -54,6 +54,7 @@ from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
+from ._ownership import LOCAL_EXPIRY, HandBack, LeaseClock
 from ._preflight import preflight
 from ._state import (
     LogGrowth,
@@ -83,7 +84,7 @@ class RunContext:
     """What every thread of one run execution shares: store, lease, event sink."""
 
     def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
-                 emit: Callable[[Event], None] | None) -> None:
+                 emit: Callable[[Event], None] | None, *, clock: LeaseClock | None = None) -> None:
         self.store = store
         self.lease = lease
         self.run_id = lease.run_id
@@ -91,8 +92,23 @@ class RunContext:
         self._emit = emit
         self.stream_log = StreamBuffer(store, lease.run_id, lease.epoch)
         self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
+        # the lease's local deadline: past it nothing is written and no step starts
+        self.clock = clock
+        # set just before the commit that frees the lease (the run waits, ends or
+        # fails): renewals stop, and one that fails after it is no loss
+        self.releasing = False
+        # a worker that stops: no superstep starts after the one in flight
+        self.stopping = False
         # sub-workflow heads read by ``preflight``, by thread, until their task continues them
         self.preloaded: dict[str, ThreadState] = {}
+
+    def guard(self) -> None:
+        """Raise ``LeaseLostError`` (stopping the run's tasks) if the lease is lost or past due."""
+        self.fence.check()
+        if self.clock is not None and self.clock.expired():
+            self.fence.lose(LeaseLostError(
+                self.run_id, self.lease.epoch, LOCAL_EXPIRY))
+            self.fence.check()
 
     def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
              **data: Any) -> None:
@@ -104,12 +120,31 @@ class RunContext:
 
     async def put_step(self, row: StepRow) -> None:
         """Record a ``ctx.step`` result under the run's lease."""
+        self.guard()
         await self.store.put_step(self.lease, row)
 
+    async def put_task_writes(self, writes: Sequence[TaskWrite]) -> None:
+        """Save finished tasks' writes under the run's lease."""
+        self.guard()
+        await self.store.put_task_writes(self.lease, writes)
+
+    async def wait_event(self, wait: RequestRow) -> RequestRow:
+        """Record an event wait under the run's lease (a kept event is taken at once)."""
+        self.guard()
+        return await self.store.wait_event(self.lease, wait)
+
     async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease, after what the superstep streamed is stored."""
+        """Commit under the run's lease, after what the superstep streamed is stored.
+
+        Nothing is sent past the lease's local deadline (checked again after the flush).
+        """
         if self.stream_log.pending:
+            self.guard()
             await self.stream_log.flush()
+        self.guard()
+        update = parts.get("run")
+        if isinstance(update, RunUpdate) and update.release:
+            self.releasing = True
         await self.store.commit(Commit(lease=self.lease, **parts))
 
 
@@ -201,6 +236,8 @@ class ThreadRunner:
         while True:
             if not state.meta.next_tasks:
                 return ThreadOutcome(RunStatus.COMPLETED, state)
+            if self.top and self.rc.stopping:
+                raise HandBack
             if state.meta.superstep >= self.max_supersteps:
                 return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
             step = await self._superstep(state, resumed)
@@ -292,8 +329,7 @@ class ThreadRunner:
                 batch = list(queue)
                 queue.clear()
                 try:
-                    await self.rc.store.put_task_writes(
-                        self.rc.lease, [self._task_write(st, r) for r in batch])
+                    await self.rc.put_task_writes([self._task_write(st, r) for r in batch])
                 except LeaseLostError as exc:
                     fence.lose(exc)
                     raise

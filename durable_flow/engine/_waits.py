@@ -127,7 +127,7 @@ async def wait_event(ctx: NodeContext, name: str, response_type: Any,
         row = _row(ctx, index, "event", encode(name), orjson.dumps(adapter.json_schema()), due)
         rc = ctx._io.run
         try:
-            row = await rc.store.wait_event(rc.lease, row)  # a kept event is taken at once
+            row = await rc.wait_event(row)  # a kept event is taken at once
         except LeaseLostError as exc:
             rc.fence.lose(exc)
             raise

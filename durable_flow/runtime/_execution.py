@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from .._logs import get_logger, is_configured
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
+from ..engine._ownership import LOCAL_EXPIRY, HandBack, LeaseClock
 from ..errors import LeaseLostError, RunNotFoundError
 from ..model._clock import utcnow
 from ..model._graph import Workflow
@@ -56,7 +58,20 @@ class Executor:
         # a worker that stops gives unfinished runs back to the queue
         self.requeue_on_abort = requeue_on_abort
         self.active: dict[str, asyncio.Task[Any]] = {}
+        self.contexts: dict[str, RunContext] = {}
         self.cancelling: set[str] = set()
+        # set by hand_back(): executions start no new superstep and give their runs back
+        self.stopping = False
+
+    def hand_back(self) -> None:
+        """Ask every execution to stop after its superstep in flight and give its run back.
+
+        Executions started afterwards give their run back before their first
+        superstep.
+        """
+        self.stopping = True
+        for rc in self.contexts.values():
+            rc.stopping = True
 
     def is_active(self, run_id: str) -> bool:
         """True while this runtime executes the run."""
@@ -64,16 +79,24 @@ class Executor:
         return task is not None and not task.done()
 
     async def execute(self, workflow: Workflow, lease: Lease, body: Body,
-                      *, events: bool) -> AsyncIterator[Event]:
-        """Run ``body`` under ``lease``; yield its events, the last one with the result."""
+                      *, events: bool, sent_at: float | None = None) -> AsyncIterator[Event]:
+        """Run ``body`` under ``lease``; yield its events, the last one with the result.
+
+        ``sent_at`` is the ``time.monotonic()`` reading taken just before the
+        claim (or creation) that granted the lease was sent: the lease's local
+        deadline counts from it (from now, when not given).
+        """
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         # every event is logged and traced; a stream also gets it
         observer = RunObserver(lease, workflow.name, queue.put_nowait if events else None)
+        clock = LeaseClock(self.lease_ttl, time.monotonic() if sent_at is None else sent_at)
         # an execution nobody logs, traces or streams builds no events at all
         rc = RunContext(self.store, lease, workflow.name,
-                        observer.emit if observer.listening else None)
+                        observer.emit if observer.listening else None, clock=clock)
+        rc.stopping = self.stopping
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
+        self.contexts[lease.run_id] = rc
         renew = asyncio.create_task(self._renew(rc))
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         final: Event | None = None
@@ -90,6 +113,7 @@ class Executor:
                     await task
             if self.active.get(lease.run_id) is task:
                 del self.active[lease.run_id]
+                del self.contexts[lease.run_id]
             observer.finish(final, _stopped_by(task) if final is None else None)
 
     async def _guarded(self, rc: RunContext, workflow: Workflow, body: Body) -> Event:
@@ -103,7 +127,16 @@ class Executor:
                 raise
             await self.store.cancel_run(rc.run_id)
             return final_event(rc.run_id, await self.result(workflow, rc.run_id))
-        except LeaseLostError:
+        except HandBack:
+            await self._release(rc.lease, requeue=True)
+            if is_configured():
+                _log.info("run_given_back", run_id=rc.run_id, epoch=rc.lease.epoch)
+            return final_event(rc.run_id, await self.result(workflow, rc.run_id))
+        except LeaseLostError as exc:
+            if exc.reason == LOCAL_EXPIRY:
+                # nobody may hold it yet: free it so that someone takes over at once
+                await self._release(rc.lease)
+                raise
             record = await self.store.get_run(rc.run_id)
             if record is not None and record.status is RunStatus.CANCELLED:
                 return final_event(rc.run_id, await self.result(workflow, rc.run_id))
@@ -117,12 +150,15 @@ class Executor:
             signals_for(self.store).wake()  # an event came while it ran: a worker goes on
         return final_event(rc.run_id, result, outcome.state.meta.superstep)
 
-    async def _release(self, lease: Lease) -> None:
+    async def _release(self, lease: Lease, *, requeue: bool | None = None) -> None:
+        """Free the lease if it is still ours; never waits past a third of the lease."""
+        requeue = self.requeue_on_abort if requeue is None else requeue
         with contextlib.suppress(Exception):
-            await self.store.release_lease(lease, requeue=self.requeue_on_abort)
+            async with asyncio.timeout(self.lease_ttl / 3):
+                await self.store.release_lease(lease, requeue=requeue)
             if is_configured():
                 _log.debug("lease_released", run_id=lease.run_id, epoch=lease.epoch,
-                           requeued=self.requeue_on_abort)
+                           requeued=requeue)
 
     async def _renew(self, rc: RunContext) -> None:
         await keep_lease(self.store, rc, self.lease_ttl, rc.fence.lose)

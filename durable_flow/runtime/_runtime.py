@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -128,11 +129,13 @@ class Runtime:
         run_id = run_id or new_run_id()
         digest = input_digest(values)
         limit = max_supersteps or workflow.max_supersteps
+        sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(run_id)
         created = await self._create(workflow, lease, values, entry, digest, limit=limit,
                                      workflow_ref=workflow_ref, status=RunStatus.RUNNING)
         if isinstance(created, ThreadState):
-            async for event in self._begin(workflow, lease, created, events, limit):
+            async for event in self._begin(workflow, lease, created, events, limit,
+                                           sent_at=sent):
                 yield event
             return
         record = created
@@ -168,7 +171,8 @@ class Runtime:
         return state
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
-                     limit: int, **started: Any) -> AsyncIterator[Event]:
+                     limit: int, *, sent_at: float | None = None,
+                     **started: Any) -> AsyncIterator[Event]:
         """Execute a run just created with ``state`` as its head (or report it finished)."""
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
         if not state.meta.next_tasks:
@@ -182,7 +186,8 @@ class Runtime:
             rc.emit("run_started", "", state.meta.superstep, **data)
             return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events):
+        async for event in self._exec.execute(workflow, lease, go, events=events,
+                                              sent_at=sent_at):
             yield event
 
     async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
@@ -251,6 +256,7 @@ class Runtime:
         # read and check everything the first superstep will use before claiming:
         # damaged data then raises having changed nothing
         state, preloaded, plan = await self._to_continue(workflow, record, migrating)
+        sent = time.monotonic()  # the lease's local deadline counts from here
         try:
             lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
                                                  answers=answers, expect_head=head))
@@ -274,7 +280,7 @@ class Runtime:
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events):
+        async for event in self._exec.execute(workflow, lease, go, events=events, sent_at=sent):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
@@ -307,11 +313,12 @@ class Runtime:
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         await check_graph(self.store, workflow, source, allow_mismatch=allow_mismatch)
+        sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(fork_id or new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
         state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
         async for event in self._begin(workflow, lease, state, events, source.max_supersteps,
-                                       forked_from=checkpoint_id):
+                                       sent_at=sent, forked_from=checkpoint_id):
             yield event
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
@@ -481,19 +488,36 @@ class Runtime:
         """
         return await settled(self.store, self._inspect, run_id, seconds("timeout", timeout))
 
-    async def execute_claimed(self, workflow: Workflow, record: RunRecord,
-                              lease: Lease) -> RunResult:
-        """Execute a run a worker claimed (``lease`` is already held); internal to workers."""
+    async def prepare_claimed(self, workflow: Workflow, record: RunRecord
+                              ) -> tuple[ThreadState, dict[str, ThreadState]]:
+        """Check that ``workflow`` can start a claimed run; read what its first superstep uses.
+
+        Raises what keeps the run from starting (``WorkflowMismatchError``,
+        ``CheckpointCorruptedError``, ...) having run nothing; internal to workers.
+        """
+        await check_graph(self.store, workflow, record)
+        return await self._prepared(workflow, record)
+
+    async def execute_claimed(self, workflow: Workflow, record: RunRecord, lease: Lease, *,
+                              prepared: tuple[ThreadState, dict[str, ThreadState]],
+                              sent_at: float | None = None) -> RunResult:
+        """Execute a run a worker claimed and prepared (``lease`` is held); internal to workers.
+
+        ``sent_at``: the ``time.monotonic()`` reading taken as the claim was sent.
+        """
         head = record.head_checkpoint_id or ""
+        state, preloaded = prepared
 
         async def go(rc: RunContext) -> ThreadOutcome:
+            rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            state = await runner.load(head)
+            runner.checked(state.meta.id)
             if not state.meta.next_tasks:
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        return await last_result(self._exec.execute(workflow, lease, go, events=False))
+        return await last_result(self._exec.execute(workflow, lease, go, events=False,
+                                                    sent_at=sent_at))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,

@@ -20,16 +20,18 @@ import contextlib
 import math
 import os
 import socket
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential, wait_random
 
-from .._logs import get_logger
-from ..errors import InvalidInputError, StoreError, WorkflowMismatchError
+from .._logs import get_logger, is_configured
+from ..errors import CheckpointCorruptedError, InvalidInputError, LeaseLostError, StoreError
 from ..model._graph import Workflow
 from ..model._ids import new_id
-from ..model._records import RunResult, RunStatus
+from ..model._records import ErrorInfo, RunResult, RunStatus
+from ..store._machine import DEFAULT_MAX_START_ATTEMPTS
 from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._runtime import Runtime
 from ._signals import Listening, signals_for
@@ -46,14 +48,20 @@ class Worker:
     worker.serve()``; ``serve`` runs until ``stop()`` (or cancellation).
     A run is executed on the workflow object whose name and version started
     it; runs of workflows this worker does not have stay queued for another.
+    A claimed run that cannot be started (its head damaged, its graph changed
+    without a new version) goes back to the queue with a backoff; after
+    ``max_start_attempts`` such starts it is ``failed``.
     """
 
     def __init__(self, store: CheckpointStore, workflows: Sequence[Workflow], *,
                  concurrency: int = 8, lease_ttl: float = 30.0, poll_interval: float = 1.0,
-                 grace_period: float = 10.0, name: str | None = None) -> None:
+                 grace_period: float = 10.0, name: str | None = None,
+                 max_start_attempts: int = DEFAULT_MAX_START_ATTEMPTS) -> None:
         _check_workflows(workflows)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise InvalidInputError(f"concurrency must be a positive int, got {concurrency!r}")
+        for label, count in (("concurrency", concurrency),
+                             ("max_start_attempts", max_start_attempts)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidInputError(f"{label} must be a positive int, got {count!r}")
         for label, value in (("poll_interval", poll_interval), ("grace_period", grace_period)):
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value) or value < 0:
@@ -63,11 +71,18 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = float(poll_interval)
         self.grace_period = float(grace_period)
+        self.max_start_attempts = max_start_attempts
         self._workflows = {(wf.name, wf.version): wf for wf in workflows}
         self._runtime = Runtime(store, lease_ttl=lease_ttl, owner=self.name)
         self._runtime._exec.requeue_on_abort = True
         self._tasks: dict[asyncio.Task[Any], str] = {}
         self._stopping = False
+        # set while no claim is in flight: stop() waits for it, so a claim that
+        # returns after stop() began is handed back before stop() returns
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self._serving: asyncio.Task[Any] | None = None
+        self._cut_short = False  # stop() cancelled serve() to end a stalled claim
         self._next_unknown_check = 0.0
         #: (workflow name, version) of queued runs seen that this worker cannot run
         self.unknown: set[tuple[str, str]] = set()
@@ -84,11 +99,12 @@ class Worker:
     @property
     def running(self) -> list[str]:
         """Ids of the runs this worker executes now."""
-        return sorted(self._tasks.values())
+        return sorted(set(self._tasks.values()))
 
     async def serve(self) -> None:
         """Claim and execute runs until :meth:`stop` is called."""
         signals = signals_for(self.store)
+        self._serving = asyncio.current_task()
         _log.info("worker_started", worker=self.name, concurrency=self.concurrency,
                   workflows=sorted(f"{n}@{v}" for n, v in self._workflows))
         try:
@@ -97,18 +113,59 @@ class Worker:
             while not self._stopping:
                 seen = signals.wakes  # a wake-up during the claim is not slept through
                 free = self.concurrency - len(self._tasks)
-                claimed = await self._claim(free) if free > 0 else []
-                for record, lease in claimed:
-                    self._start(record, lease)
+                claimed = await self._claim_or_hand_back(free) if free > 0 else []
+                if self._stopping:
+                    break
+                for record, lease, sent in claimed:
+                    self._start(record, lease, sent)
                 if claimed and len(claimed) == free:
                     continue  # there may be more: claim again once a slot frees up
                 if not claimed:
                     await self._note_unknown()
                 await signals.wait(self.poll_interval, since=seen)
+        except asyncio.CancelledError:
+            if not self._cut_short:
+                raise
+            # stop() ended a claim that never returned (a stalled connection): done
+            cast(asyncio.Task[Any], self._serving).uncancel()
         finally:
             if not self._stopping:  # cancelled: stop like stop() without the grace
                 self._stopping = True
+                self._runtime._exec.hand_back()
                 await self._drain(0.0)
+
+    async def _claim_or_hand_back(self, limit: int) -> list[tuple[RunRecord, Lease, float]]:
+        """One claim; what it took is handed back at once if the worker stops meanwhile.
+
+        The claim runs in a task of its own, so that a ``serve`` cancelled while
+        it is in flight still learns which runs it took and gives them back
+        instead of leaving them under a lease nobody renews.
+        """
+        self._quiet.clear()
+        claim = asyncio.create_task(self._claim(limit))
+        try:
+            claimed = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            # a claim that never returns (a stalled connection) strands its runs
+            # for one lease at most: nobody renews them
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(self._runtime.lease_ttl):
+                    await self._give_back(await claim)
+            self._quiet.set()
+            raise
+        if self._stopping:
+            await self._give_back(claimed)
+            claimed = []
+        self._quiet.set()
+        return claimed
+
+    async def _give_back(self, claimed: Sequence[tuple[RunRecord, Lease, float]]) -> None:
+        """Release runs claimed but not started: each ``queued`` again at once."""
+        for record, lease, _sent in claimed:
+            with contextlib.suppress(Exception):
+                await self.store.release_lease(lease, requeue=True)
+            _log.info("run_given_back", worker=self.name, run_id=record.run_id,
+                      epoch=lease.epoch, started=False)
 
     async def _note_unknown(self) -> None:
         """Log, once per workflow version, queued runs this worker leaves for another.
@@ -128,15 +185,26 @@ class Worker:
                              hint="left queued for a worker that has this workflow version")
 
     async def stop(self) -> None:
-        """Stop claiming; let running supersteps finish within the grace period.
+        """Stop claiming at once; hand every run back after its superstep in flight.
 
+        A claim in flight is handed back when it returns (its runs ``queued``,
+        no node started). Executions start no new superstep: the one running
+        commits within ``grace_period`` and its run goes back to ``queued``.
         Runs still executing after ``grace_period`` are cancelled and given
-        back to the queue (``queued``), their leases released.
+        back the same way, their leases released.
         """
-        if self._stopping and not self._tasks:
+        if self._stopping and not self._tasks and self._quiet.is_set():
             return
         self._stopping = True
+        self._runtime._exec.hand_back()
         signals_for(self.store).wake()
+        try:
+            async with asyncio.timeout(self.grace_period):
+                await self._quiet.wait()
+        except TimeoutError:  # a claim stuck on a stalled connection: stop waiting for it
+            if self._serving is not None:
+                self._cut_short = True
+                self._serving.cancel()
         await self._drain(self.grace_period)
         _log.info("worker_stopped", worker=self.name)
 
@@ -151,9 +219,15 @@ class Worker:
             with contextlib.suppress(BaseException):
                 await task
 
-    async def _claim(self, limit: int) -> list[tuple[RunRecord, Lease]]:
-        """One claim; a store that fails for a while is retried with backoff, never dropped."""
+    async def _claim(self, limit: int) -> list[tuple[RunRecord, Lease, float]]:
+        """One claim; a store that fails for a while is retried with backoff, never dropped.
+
+        Every try of one claim carries the same token: a try whose COMMIT reply
+        was lost is found again by the next, never stranded. Each run comes
+        with the ``time.monotonic()`` reading taken as its claim was sent.
+        """
         keys = sorted(self._workflows)
+        token = new_id()
         async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type((StoreError, OSError)),
                 wait=wait_exponential(multiplier=0.1, max=5.0) + wait_random(0, 0.1),
@@ -162,38 +236,88 @@ class Worker:
                     error=repr(s.outcome.exception() if s.outcome else None)),
                 reraise=True):
             with attempt:
-                return await self.store.claim_next(
-                    self.name, self._runtime.lease_ttl, keys, limit=limit)
+                sent = time.monotonic()
+                claimed = await self.store.claim_next(
+                    self.name, self._runtime.lease_ttl, keys, limit=limit, token=token)
+                return [(record, lease, sent) for record, lease in claimed]
         return []  # pragma: no cover - AsyncRetrying either returns or raises
 
-    def _start(self, record: RunRecord, lease: Lease) -> None:
+    def _start(self, record: RunRecord, lease: Lease, sent: float) -> None:
         workflow = self._workflows[(record.workflow_name, record.workflow_version)]
-        task = asyncio.create_task(self._execute(workflow, record, lease))
+        # the same run still executing here (its lease ran out and it was claimed
+        # again): the new execution waits for the old one to end, never overlaps it
+        before = [t for t, rid in self._tasks.items() if rid == record.run_id]
+        task = asyncio.create_task(self._after(before, workflow, record, lease, sent))
         self._tasks[task] = record.run_id
         task.add_done_callback(self._finished)
+
+    async def _after(self, before: list[asyncio.Task[Any]], workflow: Workflow,
+                     record: RunRecord, lease: Lease, sent: float) -> None:
+        if before:
+            await asyncio.wait(before)
+        await self._execute(workflow, record, lease, sent)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.pop(task, None)
         signals_for(self.store).wake()  # a slot is free
 
-    async def _execute(self, workflow: Workflow, record: RunRecord, lease: Lease) -> None:
+    async def _execute(self, workflow: Workflow, record: RunRecord, lease: Lease,
+                       sent: float) -> None:
         log = _log.bind(worker=self.name, run_id=record.run_id)
-        if record.signature != workflow.signature:
-            log.error("worker_workflow_mismatch", error=str(WorkflowMismatchError(
-                record.run_id, record.signature, workflow.signature)))
-            await self.store.release_lease(lease, requeue=True)
-            return
-        log.info("run_claimed", epoch=lease.epoch, workflow=workflow.name)
         try:
-            result = await self._runtime.execute_claimed(workflow, record, lease)
+            prepared = await self._runtime.prepare_claimed(workflow, record)
         except asyncio.CancelledError:
-            log.info("run_given_back")
+            raise
+        except Exception as exc:
+            if _passing(exc):  # the store, not the run: another worker takes over
+                log.warning("run_start_interrupted", error=f"{type(exc).__name__}: {exc}")
+                await self._runtime._exec._release(lease)
+                return
+            await self._start_failed(record, lease, exc)
+            return
+        log.info("run_claimed", epoch=lease.epoch, workflow=workflow.name,
+                 takeover=record.claimed_from is RunStatus.RUNNING)
+        try:
+            result = await self._runtime.execute_claimed(workflow, record, lease,
+                                                         prepared=prepared, sent_at=sent)
+        except asyncio.CancelledError:
+            log.info("run_given_back", started=True)
             raise
         except Exception as exc:  # a store error or a lost lease: another worker takes over
             log.warning("run_execution_stopped", error=f"{type(exc).__name__}: {exc}")
             return
         self.results.append(result)
-        log.info("run_executed", status=result.status.value)
+        if result.status is RunStatus.QUEUED:
+            log.info("run_given_back", started=True)
+        else:
+            log.info("run_executed", status=result.status.value)
+
+    async def _start_failed(self, record: RunRecord, lease: Lease, exc: Exception) -> None:
+        """Count a failed start on the run; log its cause once per run, and when it gives up."""
+        try:
+            after = await self.store.start_failed(lease, ErrorInfo.from_exception(exc),
+                                                  max_attempts=self.max_start_attempts)
+        except Exception as store_exc:
+            _log.warning("run_start_failed", worker=self.name, run_id=record.run_id,
+                         error=f"{type(store_exc).__name__}: {store_exc}")
+            return
+        fields = {"worker": self.name, "run_id": record.run_id,
+                  "attempts": after.start_attempts, "error": f"{type(exc).__name__}: {exc}"}
+        if after.status is RunStatus.FAILED:
+            _log.error("run_failed_to_start", **fields)
+        elif after.start_attempts == 1:
+            _log.warning("run_start_failed", **fields,
+                         retry_at=None if after.start_after is None
+                         else after.start_after.isoformat())
+        elif is_configured():
+            _log.debug("run_start_failed", **fields)
+
+
+def _passing(exc: BaseException) -> bool:
+    """An error of the store or the lease, not of the run: it does not count as a failed start."""
+    if isinstance(exc, LeaseLostError | OSError):
+        return True
+    return isinstance(exc, StoreError) and not isinstance(exc, CheckpointCorruptedError)
 
 
 def _check_workflows(workflows: object) -> None:

@@ -23,8 +23,9 @@ from ..errors import (
     UnknownRequestError,
 )
 from ..model._clock import utcnow
-from ..model._records import RunStatus
+from ..model._records import ErrorInfo, RunStatus
 from ..model._serde import decode
+from ._machine import after_start_failure, failed_start_error
 from ._memory_streams import MemoryStreams
 from ._protocols import (
     HEAD_MOVED,
@@ -68,7 +69,7 @@ _CLOSED = b"null"
 def _claimable(run: RunRecord, now: datetime) -> bool:
     """Queued, running with no live lease (its holder died), or waiting and due."""
     if run.status is RunStatus.QUEUED:
-        return True
+        return run.start_after is None or run.start_after <= now
     if run.status is RunStatus.WAITING:
         return run.wake_at is not None and run.wake_at <= now
     return run.status is RunStatus.RUNNING and (
@@ -151,6 +152,7 @@ class MemoryStore(MemoryStreams):
             if answers or settled or run.status is not RunStatus.WAITING:
                 run = dataclasses.replace(run, status=RunStatus.RUNNING, error=None,
                                           updated_at=now, wake_at=None)
+            run = dataclasses.replace(run, start_attempts=0, start_after=None)
             lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
                           now + timedelta(seconds=claim.ttl))
             self._runs[run.run_id] = dataclasses.replace(
@@ -183,10 +185,16 @@ class MemoryStore(MemoryStreams):
                     run, lease_owner=None, lease_expires_at=None, status=status)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
         """Claim up to ``limit`` queued or abandoned runs of these workflow versions."""
         async with self._lock:
             now = utcnow()
+            mine = [(r, Lease(r.run_id, owner, r.lease_epoch, r.lease_expires_at))
+                    for r in self._runs.values()
+                    if token is not None and r.claim_token == token and r.lease_owner == owner
+                    and r.lease_expires_at is not None and r.lease_expires_at > now]
+            if mine:
+                return mine
             wanted = set(workflows)
             candidates = sorted(
                 (r for r in self._runs.values()
@@ -196,11 +204,26 @@ class MemoryStore(MemoryStreams):
             for run in candidates[:limit]:
                 lease = Lease(run.run_id, owner, run.lease_epoch + 1,
                               now + timedelta(seconds=ttl))
-                run = claimed_record(run, lease, now)
+                run = claimed_record(run, lease, now, token)
                 self._runs[run.run_id] = run
                 self._settle(run.run_id, now)
                 claimed.append((run, lease))
             return claimed
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """Count a failed start and free the lease."""
+        async with self._lock:
+            run = self._check_lease(lease)
+            now = utcnow()
+            status, attempts, after = after_start_failure(run, now, max_attempts=max_attempts)
+            run = dataclasses.replace(
+                run, status=status, start_attempts=attempts, start_after=after,
+                error=failed_start_error(error, attempts) if status is RunStatus.FAILED
+                else error, lease_owner=None, lease_expires_at=None, claim_token=None,
+                updated_at=now, wake_at=None)
+            self._runs[run.run_id] = run
+            return run
 
     async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
         """Record answers; a waiting run with no open request left becomes queued."""
@@ -270,7 +293,7 @@ class MemoryStore(MemoryStreams):
             if commit.run is not None:
                 upd = commit.run
                 run = dataclasses.replace(
-                    run, status=upd.status, error=upd.error,
+                    run, status=upd.status, error=upd.error, start_attempts=0, start_after=None,
                     head_checkpoint_id=upd.head_checkpoint_id or run.head_checkpoint_id)
                 if upd.release:
                     run = dataclasses.replace(run, lease_owner=None, lease_expires_at=None)

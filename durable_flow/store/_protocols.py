@@ -50,7 +50,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from ..model._records import RunStatus
+from ..model._records import ErrorInfo, RunStatus
+from ._machine import check_claimable, check_respondable, claimed_record
 from ._rows import (
     HEAD_MOVED,
     Carry,
@@ -69,9 +70,6 @@ from ._rows import (
     TaskWrite,
     WaitKind,
     check_answerable,
-    check_claimable,
-    check_respondable,
-    claimed_record,
     match_mail,
 )
 
@@ -160,18 +158,35 @@ class RunStore(Protocol):
         ...
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
         """A worker's claim: up to ``limit`` runs, in one transaction.
 
         Takes runs of the given ``(workflow_name, workflow_version)`` pairs
-        that are ``queued``, ``running`` with no live lease (their holder
-        died), or ``waiting`` with a ``wake_at`` that has come (found through
-        an index on status and wake time), highest ``priority`` first, then
-        oldest; delivers kept events and closes due waits as ``claim`` does;
-        sets each ``running`` under a new lease (next epoch, ``wake_at``
-        cleared). Runs another transaction is claiming are skipped, never
-        waited for. Returns the claimed runs as they are now, with their
-        leases.
+        that are ``queued`` (and whose ``start_after`` has come), ``running``
+        with no live lease (their holder died), or ``waiting`` with a
+        ``wake_at`` that has come (found through an index on status and wake
+        time), highest ``priority`` first, then oldest; delivers kept events
+        and closes due waits as ``claim`` does; sets each ``running`` under a
+        new lease (next epoch, ``wake_at`` cleared), marked with ``token``.
+        Runs another transaction is claiming are skipped, never waited for.
+        Returns the claimed runs as they are now, with their leases.
+
+        A ``token`` names one claim: called again with the same token (its
+        COMMIT reply was lost), it returns the runs that claim took, with
+        their live leases, instead of claiming others.
+        """
+        ...
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """A claimed run could not be started: count it and free the lease, in one transaction.
+
+        The run's ``start_attempts`` grows by one; below ``max_attempts`` it
+        goes back to ``queued`` with ``start_after`` set by the backoff
+        (1 s, doubling, at most 5 minutes) and ``error`` recorded; at
+        ``max_attempts`` it is ``failed`` with ``error``. The next commit of
+        an execution, or a ``claim``, starts the count again. Raises
+        ``LeaseLostError`` if the lease is no longer held. Returns the run row.
         """
         ...
 

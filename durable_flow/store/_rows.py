@@ -8,11 +8,11 @@ live apart, in ``sql/_tables.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..errors import RunLockedError, RunNotResumableError, UnknownRequestError
+from ..errors import UnknownRequestError
 from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 
 __all__ = [
@@ -33,9 +33,6 @@ __all__ = [
     "TaskWrite",
     "WaitKind",
     "check_answerable",
-    "check_claimable",
-    "check_respondable",
-    "claimed_record",
     "match_mail",
 ]
 
@@ -80,6 +77,9 @@ class RunRecord:
     claim_token: str | None = None
     start_attempts: int = 0
     start_after: datetime | None = None
+    #: only on the records ``claim_next`` returns (never stored): the status the
+    #: claim found the run in (``running``: its holder's lease had expired)
+    claimed_from: RunStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,35 +293,6 @@ class Claim:
     ttl: float
     answers: Mapping[str, bytes] = field(default_factory=dict)
     expect_head: str | None = None
-
-
-def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:
-    """Raise why ``run`` cannot be claimed now (every store applies this same rule)."""
-    if run.status.is_final:
-        raise RunNotResumableError(run.run_id, run.status.value)
-    if run.lease_owner is not None and run.lease_expires_at is not None \
-            and run.lease_expires_at > now:
-        raise RunLockedError(run.run_id, run.lease_owner,
-                             (run.lease_expires_at - now).total_seconds())
-    if claim.expect_head is not None and run.head_checkpoint_id != claim.expect_head:
-        raise RunLockedError(run.run_id, run.lease_owner or "another runtime", 0.0)
-
-
-def check_respondable(run: RunRecord, now: datetime) -> None:
-    """Raise why answers cannot be recorded for ``run`` without executing it now."""
-    if run.status.is_final:
-        raise RunNotResumableError(run.run_id, run.status.value)
-    if run.lease_owner is not None and run.lease_expires_at is not None \
-            and run.lease_expires_at > now:
-        raise RunLockedError(run.run_id, run.lease_owner,
-                             (run.lease_expires_at - now).total_seconds())
-
-
-def claimed_record(run: RunRecord, lease: Lease, now: datetime) -> RunRecord:
-    """``run`` as a worker's claim leaves it: ``running`` under ``lease``."""
-    return replace(run, status=RunStatus.RUNNING, error=None, updated_at=now, wake_at=None,
-                   lease_owner=lease.owner, lease_epoch=lease.epoch,
-                   lease_expires_at=lease.expires_at)
 
 
 def check_answerable(run_id: str, request_id: str, row: RequestRow | None, answer: bytes,

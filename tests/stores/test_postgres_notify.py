@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
+import orjson
 import pytest
 
 from durable_flow.errors import RunExistsError
 from durable_flow.model._records import RunStatus
 from durable_flow.store._postgres import PostgresStore
+from durable_flow.store._protocols import Commit, RunUpdate
 from durable_flow.store.sql._base import RUNS_CHANNEL
 
 from .builders import make_run, request, start_run
@@ -39,7 +42,7 @@ async def test_a_queued_run_is_announced_when_created_and_a_running_one_is_not(
     assert await _heard_until_marker(heard, pg_dsn) == ["queued-1"]
 
 
-async def test_an_answer_that_queues_a_run_and_a_requeued_release_are_announced(
+async def test_an_answer_that_queues_a_run_and_every_released_lease_are_announced(
     pg: PostgresStore, heard: list[str], pg_dsn: str
 ) -> None:
     await pg.create_run(make_run("waiting-1", status=RunStatus.WAITING), [], None,
@@ -48,9 +51,11 @@ async def test_an_answer_that_queues_a_run_and_a_requeued_release_are_announced(
     _, kept = await start_run(pg, "kept")
     await pg.respond("waiting-1", {"approve@1#0": b"true"})
     await pg.release_lease(held, requeue=True)
-    await pg.release_lease(kept)  # stays running for its holder's process to resume: no wake
+    await pg.release_lease(kept)  # still running, but nobody holds it: a worker may take it
     await pg.release_lease(held, requeue=True)  # no longer ours: nothing changes, nothing sent
-    assert await _heard_until_marker(heard, pg_dsn) == ["waiting-1", "held"]
+    assert await _heard_until_marker(heard, pg_dsn) == ["waiting-1", "held", "kept"]
+    assert (await pg.get_run("kept")).status is RunStatus.RUNNING
+    assert (await pg.get_run("held")).status is RunStatus.QUEUED
 
 
 async def test_listen_calls_back_for_runs_other_processes_queue(
@@ -114,3 +119,29 @@ async def _heard_until_marker(payloads: list[str], dsn: str) -> list[str]:
             return payloads[:payloads.index("marker")]
         await asyncio.sleep(0.05)
     pytest.fail(f"the marker notification never arrived (heard {payloads})")
+
+
+async def test_an_event_that_queues_a_waiting_run_is_announced(
+    pg: PostgresStore, heard: list[str], pg_dsn: str
+) -> None:
+    wait = replace(request("event-1", "ck-1", "listen@1#0", node="listen"), kind="event",
+                   payload=orjson.dumps("paid"), response_schema=b"{}")
+    await pg.create_run(make_run("event-1", status=RunStatus.WAITING), [], None, requests=[wait])
+    await pg.create_run(make_run("event-2", status=RunStatus.WAITING), [], None)
+    await pg.send_event("event-2", "paid", b"1")  # nobody waits for it: kept, not queued
+    await pg.send_event("event-1", "paid", b"2")
+    assert await _heard_until_marker(heard, pg_dsn) == ["event-1"]
+    assert (await pg.get_run("event-1")).status is RunStatus.QUEUED
+
+
+async def test_a_commit_that_finds_a_kept_event_queues_the_run_and_announces_it(
+    pg: PostgresStore, heard: list[str], pg_dsn: str
+) -> None:
+    chain, lease = await start_run(pg, "event-3")
+    await pg.send_event("event-3", "paid", b"3")  # held by its execution: kept
+    wait = replace(request("event-3", chain.head.id, "listen@1#0", node="listen"), kind="event",
+                   payload=orjson.dumps("paid"), response_schema=b"{}")
+    await pg.commit(Commit(lease, requests=[wait],
+                           run=RunUpdate(RunStatus.WAITING, release=True)))
+    assert await _heard_until_marker(heard, pg_dsn) == ["event-3"]
+    assert (await pg.get_run("event-3")).status is RunStatus.QUEUED

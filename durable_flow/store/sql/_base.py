@@ -26,7 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Self
 
-from ...model._records import RunStatus
+from ...model._records import ErrorInfo, RunStatus
 from .._protocols import (
     CheckpointMeta,
     CheckpointWrite,
@@ -81,6 +81,7 @@ from ._runs import (
     release_lease_tx,
     renew_lease_tx,
     respond_tx,
+    start_failed_tx,
 )
 from ._shared import insert_checkpoint
 from ._streams import append_stream_tx, read_stream_tx
@@ -95,7 +96,7 @@ __all__ = [
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
     "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "namespace_heads_tx",
     "pending_requests_tx", "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx",
-    "renew_lease_tx", "respond_tx", "thread_head_tx",
+    "renew_lease_tx", "respond_tx", "start_failed_tx", "thread_head_tx",
 ]
 
 # -- the store --------------------------------------------------------------------------
@@ -167,10 +168,21 @@ class SqlStore(abc.ABC):
                                      idempotent=True)
 
     async def claim_next(self, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                         *, limit: int) -> list[tuple[RunRecord, Lease]]:
-        """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``)."""
-        return await self.driver.run(partial(claim_next_tx, self._q, owner, ttl, workflows, limit),
-                                     write=True)
+                         *, limit: int, token: str | None = None) -> list[tuple[RunRecord, Lease]]:
+        """Claim up to ``limit`` runs for a worker (see ``RunStore.claim_next``).
+
+        With a token the claim is idempotent: tried again after a lost COMMIT
+        reply, it returns the runs it took.
+        """
+        return await self.driver.run(
+            partial(claim_next_tx, self._q, owner, ttl, workflows, limit, token), write=True,
+            idempotent=token is not None)
+
+    async def start_failed(self, lease: Lease, error: ErrorInfo, *,
+                           max_attempts: int) -> RunRecord:
+        """Count a failed start and free the lease (see ``RunStore.start_failed``)."""
+        return await self.driver.run(
+            partial(start_failed_tx, self._q, lease, error, max_attempts), write=True)
 
     async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
         """Record answers without executing (see ``RunStore.respond``)."""

@@ -13,7 +13,15 @@ from ...errors import (
     RunNotResumableError,
 )
 from ...model._clock import utcnow
-from ...model._records import RunStatus
+from ...model._records import ErrorInfo, RunStatus
+from .._machine import (
+    after_answers,
+    after_claim,
+    after_release,
+    after_start_failure,
+    created,
+    failed_start_error,
+)
 from .._protocols import (
     CheckpointWrite,
     Claim,
@@ -42,12 +50,8 @@ if TYPE_CHECKING:
     from ._tables import Queries
 
 # -- transaction functions: runs and leases ------------------------------------------
-
-
-
-
-
-
+# Every status a transaction sets is decided by the state machine (store/_machine.py),
+# and so is the wake-up (Notify) a run that becomes claimable needs.
 
 
 def create_run_tx(
@@ -73,7 +77,7 @@ def create_run_tx(
         {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
          "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
     yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
-    if run.status is RunStatus.QUEUED:
+    if created(run.status).notify:
         yield Notify(run.run_id)
 
 
@@ -100,9 +104,8 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
     check_claimable(run, claim, now)
     answers = yield from _open_answers(q, claim.run_id, claim.answers, now)
     settled = yield from settle_tx(q, run.run_id, now)
-    status, error, wake = run.status, run.error, run.wake_at
-    if answers or settled or status is not RunStatus.WAITING:
-        status, error, wake = RunStatus.RUNNING, None, None
+    status = after_claim(run.status, changed=bool(answers or settled))
+    error, wake = (None, None) if status is RunStatus.RUNNING else (run.error, run.wake_at)
     if answers:
         yield from record_answers(q, run.run_id, answers, t.to_us(now))
     lease = Lease(run.run_id, claim.owner, run.lease_epoch + 1,
@@ -112,7 +115,8 @@ def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
                                owner=lease.owner, epoch=lease.epoch,
                                expires=t.to_us(lease.expires_at), new_status=status.value,
                                new_error=t.error_json(error), now=t.to_us(now),
-                               new_wake=None if wake is None else t.to_us(wake))):
+                               new_wake=None if wake is None else t.to_us(wake), token=None,
+                               attempts=0)):  # a user's resume gives failed starts another go
         raise RunLockedError(run.run_id, "another runtime", claim.ttl)
     return lease
 
@@ -134,9 +138,18 @@ def _open_answers(q: Queries, run_id: str, answers: Mapping[str, bytes],
 
 
 def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[str, str]],
-                  limit: int) -> Tx[list[tuple[RunRecord, Lease]]]:
-    """Claim up to ``limit`` runs a worker may take, highest priority, then oldest, first."""
+                  limit: int, token: str | None = None) -> Tx[list[tuple[RunRecord, Lease]]]:
+    """Claim up to ``limit`` runs a worker may take, highest priority, then oldest, first.
+
+    With a ``token``, the runs a claim with the same token already took (its
+    COMMIT reply was lost, and this is the same claim tried again) are
+    returned instead, under the leases it took, so none is stranded.
+    """
     now = utcnow()
+    if token is not None:
+        mine = yield from _claimed_by(q, owner, token, now)
+        if mine:
+            return mine
     candidates: list[RunRecord] = []
     for name, version in workflows:
         rows = yield from fetch(q.run_claimable, workflow_name=name, workflow_version=version,
@@ -150,10 +163,39 @@ def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[
         if (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
                                owner=owner, epoch=lease.epoch, expires=t.to_us(lease.expires_at),
                                new_status=RunStatus.RUNNING.value, new_error=None,
-                               now=t.to_us(now), new_wake=None)):
+                               now=t.to_us(now), new_wake=None, token=token,
+                               attempts=run.start_attempts)):
             yield from settle_tx(q, run.run_id, now)
-            claimed.append((claimed_record(run, lease, now), lease))
+            claimed.append((claimed_record(run, lease, now, token), lease))
     return claimed
+
+
+def _claimed_by(q: Queries, owner: str, token: str,
+                now: datetime) -> Tx[list[tuple[RunRecord, Lease]]]:
+    """The runs a claim with this token took whose leases are still live."""
+    rows = yield from fetch(q.run_claimed_by, token=token, owner=owner)
+    mine = [t.run_from_row(row) for row in rows]
+    return [(run, Lease(run.run_id, owner, run.lease_epoch, run.lease_expires_at))
+            for run in mine if run.lease_expires_at is not None and run.lease_expires_at > now]
+
+
+def start_failed_tx(q: Queries, lease: Lease, error: ErrorInfo,
+                    max_attempts: int) -> Tx[RunRecord]:
+    """Count a failed start of a claimed run and free its lease (see ``RunStore.start_failed``)."""
+    rows = yield from fetch(q.run_get_locked, run_id=lease.run_id)
+    if not rows:
+        raise RunNotFoundError(lease.run_id)
+    run, now = t.run_from_row(rows[0]), utcnow()
+    status, attempts, after = after_start_failure(run, now, max_attempts=max_attempts)
+    if status is RunStatus.FAILED:
+        error = failed_start_error(error, attempts)
+    if not (yield from execute(q.run_start_failed, run_id=lease.run_id, epoch=lease.epoch,
+                               owner=lease.owner, new_status=status.value,
+                               new_error=t.error_json(error), attempts=attempts,
+                               start_after=None if after is None else t.to_us(after),
+                               now=t.to_us(now))):
+        yield from lease_lost(q, lease)
+    return t.run_from_row((yield from fetch(q.run_get, run_id=lease.run_id))[0])
 
 
 def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunRecord]:
@@ -168,9 +210,11 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunR
         yield from record_answers(q, run_id, new, t.to_us(now))
     waits = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
     still_open = [w for w in waits if w["kind"] == "request"]  # timers and events do not count
-    if run.status is RunStatus.WAITING and not still_open:
-        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+    nxt = after_answers(run.status, requests_open=bool(still_open))
+    if nxt.status is not run.status:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
+    if nxt.notify:
         yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
@@ -186,13 +230,14 @@ def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
 
 def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
     """Free the lease if it is still ours (``requeue``: a ``running`` run becomes ``queued``)."""
-    if requeue:
-        if (yield from execute(q.lease_release_requeue, run_id=lease.run_id, epoch=lease.epoch,
-                               owner=lease.owner, now=now_us())):
-            yield Notify(lease.run_id)
-    else:
-        yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
-                           owner=lease.owner)
+    rows = yield from fetch(q.run_get_locked, run_id=lease.run_id)
+    if not rows or rows[0]["lease_epoch"] != lease.epoch or rows[0]["lease_owner"] != lease.owner:
+        return  # no longer ours: whoever holds it now keeps it
+    nxt = after_release(t.run_from_row(rows[0]).status, requeue=requeue)
+    yield from execute(q.lease_release, run_id=lease.run_id, epoch=lease.epoch,
+                       owner=lease.owner, new_status=nxt.status.value, now=now_us())
+    if nxt.notify:
+        yield Notify(lease.run_id)
 
 
 def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:

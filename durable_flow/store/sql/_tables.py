@@ -24,7 +24,6 @@ from sqlalchemy import (
     Table,
     Update,
     bindparam,
-    case,
     delete,
     func,
     literal_column,
@@ -171,8 +170,16 @@ class Queries:
                            .with_for_update())
         self.lease_renew = c(update(runs).where(*lease).values(
             lease_expires_at=bindparam("expires")))
+        # the holder frees its lease; the status is the state machine's (store/_machine.py)
         self.lease_release = c(update(runs).where(*lease).values(
-            lease_owner=None, lease_expires_at=None))
+            lease_owner=None, lease_expires_at=None, claim_token=None,
+            status=bindparam("new_status"), updated_at=bindparam("now")))
+        # a claimed run that could not be started: back to the queue after a backoff, or failed
+        self.run_start_failed = c(update(runs).where(*lease).values(
+            lease_owner=None, lease_expires_at=None, claim_token=None,
+            status=bindparam("new_status"), error=bindparam("new_error"),
+            start_attempts=bindparam("attempts"), start_after=bindparam("start_after"),
+            updated_at=bindparam("now"), wake_at=None))
         # FOR UPDATE locks the row on PostgreSQL until the write commits; SQLite
         # already holds the database write lock (BEGIN IMMEDIATE) and ignores it.
         self.lease_check = c(select(runs.c.run_id).where(*lease).with_for_update())
@@ -180,9 +187,10 @@ class Queries:
             status=RunStatus.CANCELLED.value, lease_owner=None, lease_expires_at=None,
             lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now"), wake_at=None))
         self.run_touch = c(update(runs).where(*lease).values(updated_at=bindparam("now")))
+        # a commit means the run started: its count of failed starts begins again
         changes: dict[str, Any] = {
             "updated_at": bindparam("now"), "status": bindparam("new_status"),
-            "error": bindparam("new_error"),
+            "error": bindparam("new_error"), "start_attempts": 0, "start_after": None,
             "head_checkpoint_id": func.coalesce(bindparam("new_head"),
                                                 runs.c.head_checkpoint_id)}
         self.run_update = c(update(runs).where(*lease).values(changes))
@@ -200,11 +208,14 @@ class Queries:
         # column set to its own value still rewrites its index entries)
         self.run_advance_cas = c(update(runs).where(
             *lease, head, runs.c.status == RunStatus.RUNNING.value, runs.c.error.is_(None))
-            .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head")))
+            .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head"),
+                    start_attempts=0, start_after=None))
         # a worker's claim: the oldest runs of one workflow version a worker may take,
         # highest priority first; rows another transaction locked are skipped
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
-        claimable = (runs.c.status == RunStatus.QUEUED.value) | (
+        # the SQL of store/_machine.py's claimable_now (waiting runs: _wait_queries.run_due)
+        startable = runs.c.start_after.is_(None) | (runs.c.start_after <= bindparam("now"))
+        claimable = ((runs.c.status == RunStatus.QUEUED.value) & startable) | (
             (runs.c.status == RunStatus.RUNNING.value) & expired)
         self.run_claimable = c(select(runs).where(
             *_where(runs, "workflow_name", "workflow_version"), claimable)
@@ -212,10 +223,9 @@ class Queries:
             .limit(bindparam("n")).with_for_update(skip_locked=True))
         self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
             status=bindparam("new_status"), updated_at=bindparam("now"), wake_at=None))
-        self.lease_release_requeue = c(update(runs).where(*lease).values(
-            lease_owner=None, lease_expires_at=None, updated_at=bindparam("now"),
-            status=case((runs.c.status == RunStatus.RUNNING.value, RunStatus.QUEUED.value),
-                        else_=runs.c.status)))
+        # the runs a worker's claim took (by its token): a retried claim finds them
+        self.run_claimed_by = c(select(runs).where(
+            runs.c.claim_token == bindparam("token"), runs.c.lease_owner == bindparam("owner")))
         # a claim: the row is locked (FOR UPDATE on PostgreSQL; SQLite holds the
         # database write lock) and updated only if its epoch is still the one read
         self.run_get_locked = c(select(runs).where(*_where(runs, "run_id")).with_for_update())
@@ -224,7 +234,8 @@ class Queries:
             lease_owner=bindparam("owner"), lease_epoch=bindparam("epoch"),
             lease_expires_at=bindparam("expires"), status=bindparam("new_status"),
             error=bindparam("new_error"), updated_at=bindparam("now"),
-            wake_at=bindparam("new_wake")))
+            wake_at=bindparam("new_wake"), claim_token=bindparam("token"),
+            start_attempts=bindparam("attempts"), start_after=None))
 
     def _checkpoints(self, c: Callable[[ClauseElement], Statement]) -> None:
         cps = CHECKPOINTS

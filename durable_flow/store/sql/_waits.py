@@ -19,9 +19,10 @@ from ...errors import RunNotFoundError, RunNotResumableError
 from ...model._clock import utcnow
 from ...model._records import RunStatus
 from ...model._serde import as_bytes, decode
+from .._machine import after_event, after_waiting_commit
 from .._protocols import Carry, Lease, MailRow, RequestRow, RunRecord, match_mail
 from . import _codec as t
-from ._ops import Tx, execute, fetch
+from ._ops import Notify, Tx, execute, fetch
 from ._shared import check_lease
 
 if TYPE_CHECKING:
@@ -108,9 +109,12 @@ def settle_tx(q: Queries, run_id: str, now: datetime) -> Tx[bool]:
 def waiting_tx(q: Queries, run_id: str, now: datetime) -> Tx[None]:
     """After a commit left the run waiting: queue it if an event came, else set its wake time."""
     w = waits_of(q)
-    if (yield from deliver_tx(q, run_id, now)):
-        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+    nxt = after_waiting_commit(delivered=bool((yield from deliver_tx(q, run_id, now))))
+    if nxt.status is not RunStatus.WAITING:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
+        if nxt.notify:
+            yield Notify(run_id)
         return
     rows = yield from fetch(w.next_due, run_id=run_id)
     yield from execute(w.run_set_wake, run_id=run_id, wake=rows[0]["due"] if rows else None)
@@ -157,10 +161,13 @@ def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunR
     yield from execute(w.mail_insert, run_id=run_id, seq=seq, name=name, payload=payload,
                        sent_at=t.to_us(now), request_id=None, delivered_at=None)
     held = run.lease_expires_at is not None and run.lease_expires_at > now
-    if not held and (yield from deliver_tx(q, run_id, now)) \
-            and run.status is RunStatus.WAITING:
-        yield from execute(q.run_set_status, run_id=run_id, new_status=RunStatus.QUEUED.value,
+    delivered = not held and bool((yield from deliver_tx(q, run_id, now)))
+    nxt = after_event(run.status, held=held, delivered=delivered)
+    if nxt.status is not run.status:
+        yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
+    if nxt.notify:
+        yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
 
