@@ -30,6 +30,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_json, to_jsonable_python
 
+from ..engine._budget import check_budget
 from ..engine._context import NodeContext
 from ..errors import ExpressionError, ModelError
 from ..model._blackboard import Blackboard, schema_for
@@ -40,6 +41,7 @@ from ..model._retry import RetryPolicy
 from ._calls import ModelCall
 from ._handoffs import Handoffs
 from ._models import ChatModel, model_name
+from ._pricing import priced
 from ._tools import Tool, compile_tools, validation_errors
 from .context import Context
 
@@ -303,7 +305,8 @@ class _Runner:
         for fix in range(repairs + 1):
             label = f"{round_no}" if not fix else f"{round_no}.fix{fix}"
             data: dict[str, Any] = await ctx.step(f"model:{label}", self.call_model, list(convo),
-                                                  call, label, fix == repairs)
+                                                  call, label, fix == repairs, ctx,
+                                                  round_no * 1000 + fix)
             reply = Message.model_validate(data)
             problem = self.problem(reply)
             if problem is None:
@@ -314,11 +317,17 @@ class _Runner:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def call_model(self, convo: list[Message], call: ModelCall, label: str,
-                         last: bool) -> dict[str, Any]:
-        """One model call (streamed, retried); its reply as plain data for the step record."""
+                         last: bool, ctx: NodeContext, key: int) -> dict[str, Any]:
+        """One model call (streamed, retried); its reply as plain data for the step record.
+
+        Past the run's budget a person is asked first (``key`` finds the
+        answer again); the call's usage is added to the run's as it returns.
+        """
         agent = self.agent
+        await check_budget(ctx, key)
         response = await call(convo, tools=self.specs, output_schema=self.output_schema,
                               round=label)
+        await ctx._io.run.spending.charge(priced(agent.model, response.usage))
         msg = response.message
         problem = self.problem(msg) if last else None
         if problem is not None:

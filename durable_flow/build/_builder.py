@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ..errors import ExpressionError, WorkflowValidationError
 from ..model._blackboard import Blackboard, FreeBlackboard, StateSchema, schema_for
+from ..model._budget import Budget
 from ..model._graph import (
     END,
     Condition,
@@ -52,7 +53,7 @@ class WorkflowBuilder:
     """
 
     def __init__(self, name: str, state: type[Blackboard] = Blackboard, *,
-                 version: str = "1") -> None:
+                 version: str = "1", budget: Budget | None = None) -> None:
         self.name = name
         self.state = state
         self.version = version
@@ -66,6 +67,10 @@ class WorkflowBuilder:
         self._problems: list[str] = []
         self._migrations: dict[str, Migration] = {}
         self.max_supersteps = 100
+        self.budget = budget
+        if budget is not None and not isinstance(budget, Budget):
+            self._problems.append(f"budget must be a Budget, got {budget!r:.60}")
+            self.budget = None
 
     # nodes ----------------------------------------------------------------
     def add_node(
@@ -421,7 +426,7 @@ class WorkflowBuilder:
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
             max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)),
-            migrations=MappingProxyType(dict(self._migrations)))
+            migrations=MappingProxyType(dict(self._migrations)), budget=self.budget)
         from ._validate import validate_graph
 
         problems += validate_graph(wf)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -34,28 +34,25 @@ from ..model._frozen import freeze
 from ..model._graph import NodeSpec, Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
-from ..model._records import CheckpointSource, ErrorInfo, Event, EventKind, RunStatus
+from ..model._records import CheckpointSource, ErrorInfo, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..model._send import node_of, task_key
 from ..store._protocols import (
     CheckpointMeta,
-    CheckpointStore,
     CheckpointWrite,
-    Commit,
-    Lease,
     RequestRow,
     RunUpdate,
     StatusMark,
-    StepRow,
     TaskWrite,
 )
 from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
-from ._ownership import LOCAL_EXPIRY, HandBack, LeaseClock
+from ._ownership import HandBack
 from ._preflight import preflight
+from ._runcontext import RunContext
 from ._state import (
     LogGrowth,
     ThreadState,
@@ -64,7 +61,6 @@ from ._state import (
     history_channel,
     input_values,
 )
-from ._streamlog import StreamBuffer
 from ._task import (
     TaskFence,
     TaskResult,
@@ -78,74 +74,6 @@ from ._task import (
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
 
 _log = get_logger()
-
-
-class RunContext:
-    """What every thread of one run execution shares: store, lease, event sink."""
-
-    def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
-                 emit: Callable[[Event], None] | None, *, clock: LeaseClock | None = None) -> None:
-        self.store = store
-        self.lease = lease
-        self.run_id = lease.run_id
-        self.workflow_name = workflow_name
-        self._emit = emit
-        self.stream_log = StreamBuffer(store, lease.run_id, lease.epoch)
-        self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
-        # the lease's local deadline: past it nothing is written and no step starts
-        self.clock = clock
-        # set just before the commit that frees the lease (the run waits, ends or
-        # fails): renewals stop, and one that fails after it is no loss
-        self.releasing = False
-        # a worker that stops: no superstep starts after the one in flight
-        self.stopping = False
-        # sub-workflow heads read by ``preflight``, by thread, until their task continues them
-        self.preloaded: dict[str, ThreadState] = {}
-
-    def guard(self) -> None:
-        """Raise ``LeaseLostError`` (stopping the run's tasks) if the lease is lost or past due."""
-        self.fence.check()
-        if self.clock is not None and self.clock.expired():
-            self.fence.lose(LeaseLostError(
-                self.run_id, self.lease.epoch, LOCAL_EXPIRY))
-            self.fence.check()
-
-    def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
-             **data: Any) -> None:
-        """Send an event to the stream, if one listens."""
-        if self._emit is None:
-            return  # run()/resume(): nobody reads events, so none are built
-        self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
-                         superstep=superstep, node=node, ts=utcnow(), data=data))
-
-    async def put_step(self, row: StepRow) -> None:
-        """Record a ``ctx.step`` result under the run's lease."""
-        self.guard()
-        await self.store.put_step(self.lease, row)
-
-    async def put_task_writes(self, writes: Sequence[TaskWrite]) -> None:
-        """Save finished tasks' writes under the run's lease."""
-        self.guard()
-        await self.store.put_task_writes(self.lease, writes)
-
-    async def wait_event(self, wait: RequestRow) -> RequestRow:
-        """Record an event wait under the run's lease (a kept event is taken at once)."""
-        self.guard()
-        return await self.store.wait_event(self.lease, wait)
-
-    async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease, after what the superstep streamed is stored.
-
-        Nothing is sent past the lease's local deadline (checked again after the flush).
-        """
-        if self.stream_log.pending:
-            self.guard()
-            await self.stream_log.flush()
-        self.guard()
-        update = parts.get("run")
-        if isinstance(update, RunUpdate) and update.release:
-            self.releasing = True
-        await self.store.commit(Commit(lease=self.lease, **parts))
 
 
 @dataclass

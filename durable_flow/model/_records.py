@@ -12,6 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import RunFailedError
+from ._budget import Budget, RunUsage
 
 if TYPE_CHECKING:
     from ._blackboard import Blackboard
@@ -145,6 +146,9 @@ class RunInfo:
     workflow_version: str = "1"
     wake_at: datetime | None = None
     priority: int = 0
+    #: what the run's model calls used so far, and its spending limit (None: none)
+    usage: RunUsage = field(default_factory=RunUsage)
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,12 @@ from ..errors import (
     RunNotResumableError,
     UnknownRequestError,
 )
+from ..model._budget import Budget, RunUsage
 from ..model._clock import utcnow
 from ..model._records import ErrorInfo, RunStatus
 from ..model._serde import decode
 from ._machine import after_start_failure, failed_start_error
+from ._memory_retention import MemoryRetention
 from ._memory_streams import MemoryStreams
 from ._protocols import (
     HEAD_MOVED,
@@ -48,7 +50,6 @@ from ._protocols import (
     claimed_record,
     match_mail,
 )
-from ._retention import Scanned, doomed
 from ._segments import merge_block, merge_rows
 
 __all__ = ["MemoryStore"]
@@ -76,7 +77,7 @@ def _claimable(run: RunRecord, now: datetime) -> bool:
         run.lease_expires_at is None or run.lease_expires_at < now)
 
 
-class MemoryStore(MemoryStreams):
+class MemoryStore(MemoryStreams, MemoryRetention):
     """Checkpoints in memory: fast, isolated, gone when the process ends."""
 
     def __init__(self) -> None:
@@ -239,6 +240,19 @@ class MemoryStore(MemoryStreams):
             if run.status is RunStatus.WAITING and not still_open:
                 run = self._queue(run_id, now)
             return run
+
+    async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
+        """Add one model call's usage to the run's totals; the new totals."""
+        async with self._lock:
+            run = self._check_lease(lease)
+            self._runs[lease.run_id] = run = dataclasses.replace(run, usage=run.usage + usage)
+            return run.usage
+
+    async def set_budget(self, lease: Lease, budget: Budget | None) -> None:
+        """Replace the run's budget."""
+        async with self._lock:
+            run = self._check_lease(lease)
+            self._runs[lease.run_id] = dataclasses.replace(run, budget=budget)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled and fence out any holder."""
@@ -451,30 +465,6 @@ class MemoryStore(MemoryStreams):
         return self._graphs.get(signature)
 
     # retention --------------------------------------------------------------
-    async def prune(
-        self,
-        *,
-        run_id: str | None = None,
-        keep_last: int | None = None,
-        older_than: datetime | None = None,
-    ) -> int:
-        """Delete old checkpoints that nothing needs; return how many."""
-        async with self._lock:
-            threads = {key: [self._scanned(cid, older_than) for cid in ids]
-                       for key, ids in self._threads.items()
-                       if run_id is None or key[0] == run_id}
-            open_at = {(r.run_id, r.checkpoint_id) for r in self._requests.values()
-                       if r.answer is None}
-            gone = doomed(threads, open_at, keep_last)
-            for row in gone:
-                self._delete_checkpoint(self._checkpoints[row.id])
-            for key in {(row.run_id, row.thread) for row in gone}:
-                if not self._threads[key]:  # a whole sub-workflow went with its anchor
-                    del self._threads[key]
-                    self._appends.pop(key, None)
-            self._drop_unreferenced_values()
-            return len(gone)
-
     # waits ------------------------------------------------------------------
     def _settle(self, run_id: str, now: datetime) -> bool:
         """A claim's first step: deliver kept events, close due waits; True if a wait closed."""
@@ -598,25 +588,3 @@ class MemoryStore(MemoryStreams):
     def _save_task_writes(self, writes: Sequence[TaskWrite]) -> None:
         for w in writes:
             self._task_writes.setdefault((w.run_id, w.checkpoint_id), {})[w.node] = w
-
-    def _scanned(self, checkpoint_id: str, older_than: datetime | None) -> Scanned:
-        m = self._checkpoints[checkpoint_id]
-        return Scanned(m.run_id, m.thread, m.id,
-                       old=older_than is None or m.created_at < older_than,
-                       completed=m.status is RunStatus.COMPLETED)
-
-    def _delete_checkpoint(self, meta: CheckpointMeta) -> None:
-        del self._checkpoints[meta.id]
-        self._threads[(meta.run_id, meta.thread)].remove(meta.id)
-        self._task_writes.pop((meta.run_id, meta.id), None)
-        for step_key in [k for k in self._steps if k[0] == meta.run_id and k[1] == meta.id]:
-            del self._steps[step_key]
-        for req_key in [k for k, r in self._requests.items()
-                        if r.run_id == meta.run_id and r.checkpoint_id == meta.id]:
-            del self._requests[req_key]
-
-    def _drop_unreferenced_values(self) -> None:
-        used = {(m.run_id, m.thread, ch, v)
-                for m in self._checkpoints.values() for ch, v in m.value_versions.items()}
-        for key in [k for k in self._values if k not in used]:
-            del self._values[key]

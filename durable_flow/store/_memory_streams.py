@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 __all__ = ["MemoryStreams"]
@@ -16,12 +18,21 @@ class MemoryStreams:
     async def append_stream(self, run_id: str, entries: Sequence[Mapping[str, Any]]) -> int:
         """Append entries to the run's stream log; returns the last ``seq``."""
         log = self.__dict__.setdefault("_streams", {}).setdefault(run_id, [])
+        seq = log[-1]["seq"] if log else 0
         for entry in entries:
-            log.append({**entry, "run_id": run_id, "seq": len(log) + 1})
-        return len(log)
+            seq += 1
+            log.append({**entry, "run_id": run_id, "seq": seq})
+        return seq
 
     async def read_stream(self, run_id: str, after: int = 0,
                           limit: int = 1000) -> list[dict[str, Any]]:
         """At most ``limit`` stream log rows after ``seq`` ``after``."""
         log = self.__dict__.get("_streams", {}).get(run_id, [])
-        return [dict(r) for r in log[max(after, 0):max(after, 0) + limit]]
+        start = bisect.bisect_right(log, after, key=lambda r: int(r["seq"]))
+        return [dict(r) for r in log[start:start + limit]]
+
+    def _trim_stream(self, run_id: str, floor: datetime) -> None:
+        """Drop the run's entries written before ``floor`` (prune; see ``stream_floors``)."""
+        log = self.__dict__.get("_streams", {}).get(run_id)
+        if log:
+            log[:] = [r for r in log if r["ts"] >= floor]

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from ..model._budget import Budget, RunUsage
 from ..model._records import ErrorInfo, RunStatus
 from ._machine import check_claimable, check_respondable, claimed_record
 from ._rows import (
@@ -212,6 +213,17 @@ class RunStore(Protocol):
         With ``requeue`` a run still ``running`` becomes ``queued`` (a worker
         that stops gives its unfinished runs back).
         """
+        ...
+
+    async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
+        """Add one model call's usage to the run's totals (its own transaction); the new totals.
+
+        Raises ``LeaseLostError`` if the lease was taken over (nothing added).
+        """
+        ...
+
+    async def set_budget(self, lease: Lease, budget: Budget | None) -> None:
+        """Replace the run's budget (a person raised it). Raises ``LeaseLostError``."""
         ...
 
     async def cancel_run(self, run_id: str) -> RunRecord:

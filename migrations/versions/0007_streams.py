@@ -1,4 +1,4 @@
-"""The durable stream log: what agent nodes streamed, by run, in order.
+"""The durable stream log, and what a run's model calls used against its budget.
 
 Revision ID: 0007
 Revises: 0006
@@ -10,6 +10,10 @@ reader resumes after the last one it saw; ``epoch`` is the lease epoch of
 the execution that wrote it (a later execution of the same model round marks
 the earlier attempt as cut). ``data`` is orjson bytes; ``created_at`` BIGINT
 microseconds.
+
+``runs`` gains ``input_tokens``, ``output_tokens`` and ``usd`` (the sums of
+every model call of the run, ``RunInfo.usage``) and ``budget_tokens``,
+``budget_usd`` (its ``Budget``; NULL: no limit).
 """
 
 from __future__ import annotations
@@ -37,7 +41,17 @@ def upgrade() -> None:
         sa.Column("created_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "seq"),
     )
+    # plain ADD COLUMN (constant defaults): SQLite need not copy the table
+    for name in ("input_tokens", "output_tokens"):
+        op.add_column("runs", sa.Column(name, sa.BigInteger(), nullable=False,
+                                        server_default="0"))
+    op.add_column("runs", sa.Column("usd", sa.Float(), nullable=False, server_default="0"))
+    op.add_column("runs", sa.Column("budget_tokens", sa.BigInteger(), nullable=True))
+    op.add_column("runs", sa.Column("budget_usd", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("runs") as batch:
+        for column in ("budget_usd", "budget_tokens", "usd", "output_tokens", "input_tokens"):
+            batch.drop_column(column)
     op.drop_table("stream_entries")

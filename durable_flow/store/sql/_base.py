@@ -26,6 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Self
 
+from ...model._budget import Budget, RunUsage
 from ...model._records import ErrorInfo, RunStatus
 from .._protocols import (
     CheckpointMeta,
@@ -84,6 +85,7 @@ from ._runs import (
     start_failed_tx,
 )
 from ._shared import insert_checkpoint
+from ._spending import add_usage_tx, set_budget_tx
 from ._streams import append_stream_tx, read_stream_tx
 from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
 from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
@@ -187,6 +189,15 @@ class SqlStore(abc.ABC):
     async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
         """Record answers without executing (see ``RunStore.respond``)."""
         return await self.driver.run(partial(respond_tx, self._q, run_id, answers), write=True)
+
+    async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
+        """Add one model call's usage to the run's totals, in its own transaction."""
+        return await self.driver.run(partial(add_usage_tx, self._q, lease, usage), write=True)
+
+    async def set_budget(self, lease: Lease, budget: Budget | None) -> None:
+        """Replace the run's budget (idempotent: the same values again change nothing)."""
+        await self.driver.run(partial(set_budget_tx, self._q, lease, budget), write=True,
+                              idempotent=True)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled, fence out any holder, close its requests."""

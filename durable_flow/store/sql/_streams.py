@@ -19,7 +19,8 @@ from ._statement import Statement
 if TYPE_CHECKING:  # the statements module imports SQLAlchemy: only when compiling
     from ._tables import Queries, SqlDialect
 
-__all__ = ["StreamQueries", "append_stream_tx", "delete_stream_tx", "read_stream_tx"]
+__all__ = ["StreamQueries", "append_stream_tx", "delete_stream_tx", "read_stream_tx",
+           "trim_stream_tx"]
 
 
 class StreamQueries:
@@ -43,6 +44,7 @@ class StreamQueries:
         self.after = c(select(table).where(run, table.c.seq > bindparam("after"))
                        .order_by(table.c.seq).limit(bindparam("n")))
         self.delete = c(delete(table).where(run))
+        self.trim = c(delete(table).where(run, table.c.created_at < bindparam("floor")))
 
 
 @cache
@@ -84,3 +86,8 @@ def read_stream_tx(q: Queries, run_id: str, after: int, limit: int) -> Tx[list[d
 def delete_stream_tx(q: Queries, run_id: str) -> Tx[None]:
     """Drop a run's stream log."""
     yield from execute(streams_of(q).delete, run_id=run_id)
+
+
+def trim_stream_tx(q: Queries, run_id: str, floor: int) -> Tx[None]:
+    """Drop a run's entries written before ``floor`` (microseconds): see ``stream_floors``."""
+    yield from execute(streams_of(q).trim, run_id=run_id, floor=floor)

@@ -20,7 +20,7 @@ from .._protocols import (
     StepRow,
     TaskWrite,
 )
-from .._retention import Scanned, doomed
+from .._retention import Scanned, doomed, stream_floors
 from . import _codec as t
 from ._ops import Tx, execute, execute_many, fetch
 from ._shared import (
@@ -32,6 +32,7 @@ from ._shared import (
     save_task_writes,
     unknown_request,
 )
+from ._streams import trim_stream_tx
 from ._waits import carry_tx, set_version_tx, waiting_tx
 
 if TYPE_CHECKING:
@@ -159,7 +160,10 @@ def prune_tx(
     scope = (run_id is not None,)
     cutoff = None if older_than is None else t.to_us(older_than)
     threads: dict[tuple[str, str], list[Scanned]] = {}
+    top: dict[tuple[str, str], int] = {}  # top-level checkpoints' creation times
     for row in (yield from fetch(q.cp_scan[scope], run_id=run_id)):
+        if row["thread"] == "":
+            top[(row["run_id"], row["checkpoint_id"])] = row["created_at"]
         threads.setdefault((row["run_id"], row["thread"]), []).append(Scanned(
             row["run_id"], row["thread"], row["checkpoint_id"],
             old=cutoff is None or row["created_at"] < cutoff,
@@ -176,6 +180,9 @@ def prune_tx(
             # A whole sub-workflow went with its anchor: its log chunks too.
             yield from execute(q.chunk_delete_thread, run_id=run, thread=thread)
         yield from _drop_unreferenced_values(q, run, thread)
+    floors = stream_floors(top, gone)
+    for run in sorted(floors):
+        yield from trim_stream_tx(q, run, floors[run])
     return len(gone)
 
 

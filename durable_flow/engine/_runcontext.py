@@ -1,0 +1,100 @@
+"""What every thread of one run execution shares: the store, the lease, the event sink.
+
+Every write of an execution goes through :class:`RunContext`, each checked
+against the lease's local deadline first; what the run's nodes publish is
+buffered in its :class:`StreamBuffer` and stored before each superstep commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import LeaseLostError
+from ..model._clock import utcnow
+from ..model._records import Event, EventKind
+from ..store._protocols import (
+    CheckpointStore,
+    Commit,
+    Lease,
+    RequestRow,
+    RunUpdate,
+    StepRow,
+    TaskWrite,
+)
+from ._budget import Spending
+from ._ownership import LOCAL_EXPIRY, LeaseClock
+from ._state import ThreadState
+from ._streamlog import StreamBuffer
+from ._task import TaskFence
+
+__all__ = ["RunContext"]
+
+
+class RunContext:
+    """What every thread of one run execution shares: store, lease, event sink."""
+
+    def __init__(self, store: CheckpointStore, lease: Lease, workflow_name: str,
+                 emit: Callable[[Event], None] | None, *, clock: LeaseClock | None = None) -> None:
+        self.store = store
+        self.lease = lease
+        self.run_id = lease.run_id
+        self.workflow_name = workflow_name
+        self._emit = emit
+        self.stream_log = StreamBuffer(store, lease.run_id, lease.epoch)
+        self.spending = Spending(store, lease)  # the run's usage and budget, read on first use
+        self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
+        # the lease's local deadline: past it nothing is written and no step starts
+        self.clock = clock
+        # set just before the commit that frees the lease (the run waits, ends or
+        # fails): renewals stop, and one that fails after it is no loss
+        self.releasing = False
+        # a worker that stops: no superstep starts after the one in flight
+        self.stopping = False
+        # sub-workflow heads read by ``preflight``, by thread, until their task continues them
+        self.preloaded: dict[str, ThreadState] = {}
+
+    def guard(self) -> None:
+        """Raise ``LeaseLostError`` (stopping the run's tasks) if the lease is lost or past due."""
+        self.fence.check()
+        if self.clock is not None and self.clock.expired():
+            self.fence.lose(LeaseLostError(
+                self.run_id, self.lease.epoch, LOCAL_EXPIRY))
+            self.fence.check()
+
+    def emit(self, kind: EventKind, namespace: str, superstep: int, node: str | None = None,
+             **data: Any) -> None:
+        """Send an event to the stream, if one listens."""
+        if self._emit is None:
+            return  # run()/resume(): nobody reads events, so none are built
+        self._emit(Event(kind=kind, run_id=self.run_id, namespace=namespace,
+                         superstep=superstep, node=node, ts=utcnow(), data=data))
+
+    async def put_step(self, row: StepRow) -> None:
+        """Record a ``ctx.step`` result under the run's lease."""
+        self.guard()
+        await self.store.put_step(self.lease, row)
+
+    async def put_task_writes(self, writes: Sequence[TaskWrite]) -> None:
+        """Save finished tasks' writes under the run's lease."""
+        self.guard()
+        await self.store.put_task_writes(self.lease, writes)
+
+    async def wait_event(self, wait: RequestRow) -> RequestRow:
+        """Record an event wait under the run's lease (a kept event is taken at once)."""
+        self.guard()
+        return await self.store.wait_event(self.lease, wait)
+
+    async def commit(self, **parts: Any) -> None:
+        """Commit under the run's lease, after what the superstep streamed is stored.
+
+        Nothing is sent past the lease's local deadline (checked again after the flush).
+        """
+        if self.stream_log.pending:
+            self.guard()
+            await self.stream_log.flush()
+        self.guard()
+        update = parts.get("run")
+        if isinstance(update, RunUpdate) and update.release:
+            self.releasing = True
+        await self.store.commit(Commit(lease=self.lease, **parts))
