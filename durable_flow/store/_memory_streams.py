@@ -32,7 +32,10 @@ class MemoryStreams:
         return [dict(r) for r in log[start:start + limit]]
 
     def _trim_stream(self, run_id: str, floor: datetime) -> None:
-        """Drop the run's entries written before ``floor`` (prune; see ``stream_floors``)."""
+        """Drop the run's entries written before ``floor`` (prune; see ``stream_floors``).
+
+        The last entry stays, so the numbering goes on after it.
+        """
         log = self.__dict__.get("_streams", {}).get(run_id)
         if log:
-            log[:] = [r for r in log if r["ts"] >= floor]
+            log[:] = [r for r in log[:-1] if r["ts"] >= floor] + log[-1:]

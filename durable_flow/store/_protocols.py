@@ -315,7 +315,10 @@ class CheckpointLog(Protocol):
         left without checkpoints loses its log chunks too. Every kept
         checkpoint still loads exactly: the value rows it references stay, and
         a thread's log chunks stay while it has a checkpoint (its head needs
-        every chunk of the thread).
+        every chunk of the thread). A run that lost checkpoints loses the
+        stream log entries written before its oldest kept top-level checkpoint
+        was created (the streams of supersteps that started from a removed
+        checkpoint), in the same transaction; its last entry always stays.
         """
         ...
 

@@ -9,8 +9,9 @@ was created and before the next. So a run that lost checkpoints keeps only
 the entries written since its oldest kept top-level checkpoint was created:
 the streams of supersteps still running or that a kept checkpoint follows
 from stay; those whose starting checkpoint prune removed go (for a finished
-run whose history is pruned down to its head, all of them). Cancelling a
-run removes no rows, its stream log included.
+run whose history is pruned down to its head, all but its last entry, which
+always stays so that the numbering goes on after it). Cancelling a run
+removes no rows, its stream log included.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ class StreamQueries:
         self.after = c(select(table).where(run, table.c.seq > bindparam("after"))
                        .order_by(table.c.seq).limit(bindparam("n")))
         self.delete = c(delete(table).where(run))
-        self.trim = c(delete(table).where(run, table.c.created_at < bindparam("floor")))
+        self.trim = c(delete(table).where(run, table.c.created_at < bindparam("floor"),
+                                          table.c.seq < bindparam("last")))
 
 
 @cache
@@ -89,5 +90,10 @@ def delete_stream_tx(q: Queries, run_id: str) -> Tx[None]:
 
 
 def trim_stream_tx(q: Queries, run_id: str, floor: int) -> Tx[None]:
-    """Drop a run's entries written before ``floor`` (microseconds): see ``stream_floors``."""
-    yield from execute(streams_of(q).trim, run_id=run_id, floor=floor)
+    """Drop a run's entries written before ``floor`` (microseconds): see ``stream_floors``.
+
+    The run's last entry stays, so the numbering goes on after it.
+    """
+    s = streams_of(q)
+    last = (yield from fetch(s.last, run_id=run_id))[0]["seq"]
+    yield from execute(s.trim, run_id=run_id, floor=floor, last=last)
