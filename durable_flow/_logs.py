@@ -34,7 +34,24 @@ class _LazyLogger:
     def __getattr__(self, name: str) -> Any:
         import structlog
 
+        if not structlog.is_configured():
+            return getattr(_quiet().bind(**self._context), name)
         return getattr(structlog.get_logger(_NAME).bind(**self._context), name)
+
+
+def _quiet() -> Any:
+    """Until structlog is configured: warnings and errors only, on standard error.
+
+    structlog's own defaults print every level to standard output, which a
+    library must not do to the application that imports it.
+    """
+    import logging
+
+    import structlog
+
+    return structlog.wrap_logger(
+        structlog.PrintLogger(sys.stderr), processors=structlog.get_config()["processors"],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 def get_logger() -> FilteringBoundLogger:

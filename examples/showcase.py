@@ -164,9 +164,14 @@ async def parent() -> None:
         result = await rt.resume(workflow, RUN_ID, responses={req.id: True})
     console.print(f"   status: [green]{result.status.value}[/green], state: {result.state}")
     console.rule("Inspect what it left")
-    for cmd in ("runs", f"show {RUN_ID}", f"history {RUN_ID}",
-                f"history {RUN_ID} --namespace review", "inbox"):
+    # every command shown has something to show: the run is complete, so the
+    # inbox is empty and is left out
+    for cmd in SUGGESTED:
         console.print(f"  .venv/bin/durable-flow --db {DB} {cmd}")
+
+
+SUGGESTED = ("runs", f"show {RUN_ID}", f"history {RUN_ID}",
+             f"history {RUN_ID} --namespace review", f"diff {RUN_ID} @0 @1")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,3 +33,33 @@ def cli(db: Path, *args: str) -> Result:
     result = CliRunner().invoke(app, ["--db", str(db), *args])
     assert result.exit_code == 0, result.output
     return result
+
+
+def script(cwd: Path, *args: str, stdin: str | None = None,
+           timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real console script ``durable-flow ARGS`` in ``cwd`` (its database there).
+
+    ``DURABLE_FLOW_DB`` is ``cwd/runs.db`` unless ``--db`` is given; the
+    directory is first on the path, as it would be for a user typing there.
+    """
+    env = dict(os.environ, DURABLE_FLOW_DB=str(cwd / "runs.db"), PYTHONPATH=str(cwd),
+               NO_COLOR="1", TERM="dumb", COLUMNS="200")
+    if stdin is None:
+        return subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    return subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, input=stdin)
+
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-flow"
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
+    """The single ``error: ...`` line a refused command prints, with exit ``code``."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), (proc.stdout, proc.stderr)
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]

@@ -20,7 +20,7 @@ from durable_flow.store._protocols import CheckpointMeta
 
 def _summary(text: str) -> tuple[int, int]:
     """(superstep, checkpoints written) from a run's summary line."""
-    m = re.search(r"at superstep (\d+) · (\d+) checkpoint\(s\) written", text)
+    m = re.search(r"(?:at|in) superstep (\d+) · (\d+) checkpoint\(s\) written", text)
     assert m is not None, text
     return int(m[1]), int(m[2])
 
@@ -28,7 +28,9 @@ def _summary(text: str) -> tuple[int, int]:
 def test_run_summary_counts_agree_with_show_and_history(db: Path) -> None:
     text = ok(cli(db, "run", f"{MODULE}:workflow", "--run-id", "c2")).stdout
     superstep, written = _summary(text)
-    assert superstep == as_json(cli(db, "show", "c2", "--json"))["snapshot"]["superstep"]
+    # waiting in the superstep after its head checkpoint: the one its request id names
+    assert "waiting in superstep 2" in text
+    assert superstep == as_json(cli(db, "show", "c2", "--json"))["snapshot"]["superstep"] + 1
     assert written == len(as_json(cli(db, "history", "c2", "--json")))
     text = ok(cli(db, "respond", "c2", "approve@2#0", "--value", "true")).stdout
     superstep, written = _summary(text)
@@ -123,3 +125,25 @@ def test_a_recent_superstep_of_a_long_run_is_found_without_reading_every_checkpo
                 await resolve_checkpoint(rt, "long", "@1001")
 
     asyncio.run(scenario())
+
+
+def test_every_inner_superstep_is_named_after_a_resume_inside_the_sub_workflow() -> None:
+    import collections
+
+    from test_nested_forks import two_inner_questions
+
+    async def go() -> None:
+        wf = two_inner_questions(collections.Counter())
+        async with Runtime(MemoryStore()) as rt:
+            first = await rt.run(wf, {"x": 1})
+            await rt.resume(wf, first.run_id, responses={first.pending_requests[0].id: 10})
+            # the resume went on in a copy of the paused thread: @1/sub@0 is in the first one
+            inner = {c.superstep: c.id for c in reversed(
+                await rt.history(first.run_id, namespace="sub"))}
+            for superstep in (0, 1, 2):
+                assert await resolve_checkpoint(rt, first.run_id, f"@1/sub@{superstep}") == \
+                    inner[superstep]
+            with pytest.raises(CliError, match="no checkpoint at superstep 3"):
+                await resolve_checkpoint(rt, first.run_id, "@1/sub@3")
+
+    asyncio.run(go())

@@ -79,8 +79,8 @@ def test_ctrl_c_says_the_run_was_interrupted_and_can_be_resumed(db: Path, projec
     child.send_signal(signal.SIGINT)
     _out, err = child.communicate(timeout=60)
     assert child.returncode == 130, err
-    [line] = [x for x in err.splitlines() if x.startswith("error:")]
-    assert "interrupted: run c2" in line and "still running" in line
+    [line] = [x for x in err.splitlines() if x.strip()]  # no log line before it
+    assert line.startswith("error: ") and "interrupted: run c2" in line and "still running" in line
     assert "was cancelled" not in line and f"durable-flow --db {db} resume c2" in line
     assert as_json(cli(db, "show", "c2", "--json"))["snapshot"]["status"] == "running"
     (project / "fast").touch()

@@ -74,7 +74,7 @@ def test_send_event_queues_a_waiting_run_and_resume_finishes_it(db: Path) -> Non
 def test_a_finished_run_refuses_an_event_with_one_line(db: Path) -> None:
     cli(db, "run", f"{MODULE}:v1", "--run-id", "r1", "--json")
     cli(db, "cancel", "r1")
-    result = CliRunner().invoke(app, ["--db", str(db), "send-event", "r1", "paid"])
+    result = CliRunner().invoke(app, ["--db", str(db), "send-event", "r1", "paid", "--value", "1"])
     assert result.exit_code == 1
     assert result.stderr.strip().startswith("error: run r1 is cancelled")
 

@@ -114,8 +114,10 @@ ROWS = [
     Row("channel_values", "A score@0", _A, _value(_A, _top(""), _top("score"), _top(0)),
         ("data",)),
     Row("channel_values", "A sub q@0", _A, _value(_A, _sub("A"), _top("q"), _top(0)), ("data",)),
-    Row("channel_values", "B approved@2", _top("B"),
-        _value(_top("B"), _top(""), _top("approved"), _top(2)), ("data",)),
+    # B was resumed twice inside its sub-workflow: each resume moved it to a new
+    # top-level checkpoint (seq 2 and 3), so the superstep that wrote approved is seq 4
+    Row("channel_values", "B approved@4", _top("B"),
+        _value(_top("B"), _top(""), _top("approved"), _top(4)), ("data",)),
     Row("checkpoints", "D head", _top("D"), _cp(_top("D"), lambda f: f.heads["D"]),
         ("next_tasks", "value_versions", "log_lengths")),
     Row("channel_values", "D topic@1", _top("D"),
@@ -297,6 +299,28 @@ async def test_a_damaged_step_result_raises_from_resume_instead_of_failing_the_n
         assert "'lookup'" in err.value.reason
         info = await rt.get_run("A")
     assert info.error is None and info.status.value != "failed"
+
+
+@pytest.mark.parametrize("column", ["superstep", "seq", "size"])
+async def test_a_counter_damaged_into_text_stops_resume_and_fork_before_anything_is_written(
+    column: str, sqlite_scenario: Scenario, tmp_path: Path,
+) -> None:
+    facts = sqlite_scenario.facts
+    db = _copy(sqlite_scenario.template, tmp_path / "counter.db")
+    head = facts.heads["D"]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE checkpoints SET {column} = 'x' WHERE run_id = ? "
+                     "AND checkpoint_id = ?", ("D", head))
+    conn.close()
+    before = _dump(db)
+    async with Runtime(SqliteStore(db)) as rt:
+        for call in (lambda: rt.resume(facts.workflows["D"], "D",
+                                       responses={"approve@2#0": True}),
+                     lambda: rt.fork(facts.workflows["D"], "D", head)):
+            with pytest.raises(CheckpointCorruptedError, match=column) as err:
+                await call()
+            assert (err.value.run_id, err.value.checkpoint_id) == ("D", head)
+            assert _dump(db) == before  # no answer, no status, no orphan fork
 
 
 # -- bad input on an undamaged store -----------------------------------------------------------

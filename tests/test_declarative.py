@@ -387,8 +387,8 @@ def test_every_problem_is_listed_at_once() -> None:
     problems = problems_of(d)
     assert len(problems) == 6
     assert [p.split(":")[0] for p in problems] == [
-        "nodes[1].skip_condition", "connections[2].condition", "connections[3]", "nodes",
-        "connections[2].target_id", "nodes[2].agent_name"]
+        "nodes", "nodes[1].skip_condition", "nodes[2].agent_name", "connections[2].condition",
+        "connections[2].target_id", "connections[3]"]  # in the order of the file
 
 
 @pytest.mark.parametrize(("source", "expected"), [
@@ -429,11 +429,11 @@ def test_join_rules_are_checked() -> None:
          "connections": links("a>b", "a>c", ("b>j", "x > 1"), "c>j", "c>b")}
     assert problems_of(d) == [
         "nodes[4].join: node 'k' has no incoming connections to wait for",
+        "nodes[4]: node 'k' is unreachable from the entry 'a'",
         "connections[2].condition: a connection into join node 'j' cannot have a condition "
         "(the join waits for every incoming connection)",
         "connections[3]: 'c' takes only its first matching connection, so its connection into "
-        "join node 'j' must be its only one (or set \"fan_out\": true on 'c')",
-        "nodes[4]: node 'k' is unreachable from the entry 'a'"]
+        "join node 'j' must be its only one (or set \"fan_out\": true on 'c')"]
 
 
 def test_graph_problems_found_by_the_builder_are_reported_too() -> None:
@@ -972,3 +972,30 @@ def test_fuzz_file_text_loads_or_is_rejected(tmp_path: Path, text: str, suffix: 
                     for i in range(n) for j in range(i + 1, n)]}, st.integers(1, 14)))
 def test_fuzz_dense_graphs_load_quickly(definition: dict[str, Any]) -> None:
     assert _load_or_reject(definition) is not None
+
+
+def test_a_file_without_a_name_takes_its_file_name(tmp_path: Path) -> None:
+    path = tmp_path / "intake_flow.yaml"
+    path.write_text("nodes:\n  - {id: a, agent_name: a, is_entry: true, is_exit: true}\n")
+    wf = load_workflow(path, {"a": lambda state: {}})
+    assert wf.name == "intake_flow"
+    with pytest.raises(WorkflowValidationError, match="name: is required"):
+        load_workflow({"nodes": [{"id": "a", "agent_name": "a", "is_entry": True,
+                                  "is_exit": True}]}, {"a": lambda state: {}})
+
+
+def test_problems_come_in_file_order_with_unreachable_nodes_and_a_close_agent_name() -> None:
+    definition = {"name": "w", "nodes": [
+        {"id": "a", "agent_name": "greeter", "is_entry": True, "is_exit": True},
+        {"id": "b", "agent_name": "meal_loger", "skip_condition": "x =="},
+        {"id": "c", "agent_name": "greeter"}],
+        "connections": [{"source_id": "a", "target_id": "nowhere"},
+                        {"source_id": "b", "target_id": "c"}]}
+    with pytest.raises(WorkflowValidationError) as err:
+        load_workflow(definition, {"greeter": lambda s: {}, "meal_logger": lambda s: {}})
+    problems = err.value.problems
+    assert [p.split(":")[0].split(".")[0] for p in problems] == [
+        "nodes[1]", "nodes[1]", "nodes[1]", "nodes[2]", "connections[0]"], problems
+    assert any("'meal_loger' is not in the registry (did you mean 'meal_logger'?)" in p
+               for p in problems)
+    assert sum("is unreachable" in p for p in problems) == 2

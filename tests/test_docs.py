@@ -2,7 +2,7 @@
 README's examples of paths and request ids are the ones the code produces.
 
 Each guide page's Python blocks run in order in a fresh process, in a temporary
-directory (a block titled ``title="file.py"`` is written to that file instead);
+directory (a block titled ``title="file.py"``, of any language, is written to that file instead);
 then its ``durable-flow`` lines of ``console`` blocks run against what the blocks
 left (``sh`` blocks show commands for another setting and are not run).
 """
@@ -42,12 +42,10 @@ def test_every_guide_page_of_the_navigation_exists() -> None:
 def test_guide_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code: list[str] = []
     for lang, info, body in _blocks(page):
-        if lang != "python":
-            continue
         title = TITLE.search(info)
-        if title:
+        if title:  # a file the page's code and commands use (Python, JSON, YAML)
             (tmp_path / title.group(1)).write_text(body)
-        else:
+        elif lang == "python":
             code.append(body)
     if code:
         script = tmp_path / "page.py"
@@ -109,3 +107,20 @@ def test_the_readme_compares_with_dbos_and_temporal_and_cites_every_row() -> Non
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", table)}
     sources = readme.split("Sources:", 1)[1].split("##", 1)[0]
     assert cited == {int(n) for n in re.findall(r"\[(\d+)\]", sources)}
+
+
+def test_the_cli_page_names_every_command_and_the_home_page_every_guide_page() -> None:
+    from durable_flow.cli._app import _COMMANDS
+
+    table = [line for line in (ROOT / "docs/guide/cli.md").read_text().splitlines()
+             if line.startswith("| `")]
+    named = {word.strip("`,") for line in table for word in line.split("|")[1].split()}
+    assert {name for name, _, _ in _COMMANDS} <= named
+    home = (ROOT / "docs/index.md").read_text()
+    assert all(f"(guide/{page.name})" in home for page in GUIDE)
+
+
+def test_the_guarantees_say_which_runs_may_run_again() -> None:
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert ("A failed run can be resumed on purpose (after fixing the cause); a completed or "
+            "cancelled run never runs again.") in text

@@ -78,6 +78,15 @@ def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
     for fetch in ("archive", "papers", "news"):
         assert log.count(f"{fetch} did its work") == 1, "a committed fetch ran again"
     assert log.count("summarize started") == 2  # killed inside it, then run again
+    # every command the demo suggests runs and shows something (no empty inbox)
+    suggested = [line.split(" --db ", 1)[1].split(" ", 1)[1] for line in out.splitlines()
+                 if "durable-flow --db" in line]
+    assert len(suggested) >= 4 and "inbox" not in suggested
+    for cmd in suggested:
+        shown = subprocess.run([sys.executable, "-m", "durable_flow", "--db",
+                                str(tmp_path / "demo.db"), *cmd.split()], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and shown.stdout.strip(), (cmd, shown.stderr)
 
 
 def _map_review(tmp_path: Path, *args: str) -> str:

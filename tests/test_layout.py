@@ -15,3 +15,18 @@ def test_every_module_is_under_the_line_limit() -> None:
              for path in PACKAGE.rglob("*.py")}
     assert len(sizes) > 40  # the walk found the package
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_package_installs_without_setuptools_warnings() -> None:
+    """An SPDX license string, and every folder of files shipped is a listed package."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())
+    assert isinstance(project["project"]["license"], str)
+    listed = set(project["tool"]["setuptools"]["packages"])
+    root = Path(__file__).resolve().parent.parent
+    shipped = {str(d.relative_to(root)).replace("/", ".")
+               for d in (root / "durable_flow").rglob("*") if d.is_dir()
+               and d.name != "__pycache__" and any(f.is_file() for f in d.iterdir())}
+    assert shipped <= listed, shipped - listed

@@ -125,9 +125,11 @@ async def test_info_and_debug_lines_wait_for_structlog_to_be_configured(
         capsys: pytest.CaptureFixture[str]) -> None:
     structlog.reset_defaults()  # structlog's defaults print every level to stdout
     await _run()
-    out = capsys.readouterr().out
-    assert "run_started" not in out and "superstep_started" not in out
-    assert "node_failed" in out and "run_failed" in out
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing on the application's standard output
+    err = captured.err
+    assert "run_started" not in err and "superstep_started" not in err
+    assert "node_failed" in err and "run_failed" in err
 
 
 async def test_console_lines_are_readable_and_uncoloured_off_a_terminal() -> None:

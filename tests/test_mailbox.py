@@ -195,14 +195,43 @@ async def test_a_worker_continues_a_run_the_moment_its_event_comes(
         assert (await rt.get_state(info.run_id)).values["got"] == [{"ok": True}]
 
 
-async def test_an_event_that_does_not_fit_the_type_fails_the_node(rt: Runtime) -> None:
+async def test_an_event_that_does_not_fit_the_waiting_node_is_refused_and_nothing_stored(
+        rt: Runtime) -> None:
     wf = waiting_for("paid", response_type=Paid)
     result = await rt.run(wf)
-    await rt.send_event(result.run_id, "paid", {"amount": "lots"})
-    failed = await rt.resume(wf, result.run_id)
-    assert failed.status is RunStatus.FAILED and failed.error is not None
-    assert failed.error.type == InvalidResponseError.__name__
-    assert "paid" in failed.error.message
+    before = await store_dump(rt.store, result.run_id)
+    with pytest.raises(InvalidResponseError, match="does not fit the type node 'listen'"):
+        await rt.send_event(result.run_id, "paid", {"amount": "lots"})
+    with pytest.raises(InvalidResponseError):
+        await rt.send_event(result.run_id, "paid", None)
+    assert await store_dump(rt.store, result.run_id) == before
+    await rt.send_event(result.run_id, "paid", {"amount": 3})
+    done = await rt.resume(wf, result.run_id)
+    assert done.status is RunStatus.COMPLETED
+    assert done.state.got == [Paid(amount=3)]
+
+
+async def test_a_kept_event_that_does_not_fit_is_dropped_and_the_wait_goes_on(
+        rt: Runtime) -> None:
+    b = WorkflowBuilder("ask-then-pay", state=Order)
+
+    @b.node()
+    async def ask(state: Order, ctx: Any) -> dict[str, Any]:
+        return {"got": [await ctx.request({"q": "go?"}, response_type=bool)]}
+
+    b.add_node("listen", waiting_for("paid", response_type=Paid).nodes["listen"].fn)
+    b.set_entry("ask").add_edge("ask", "listen").add_edge("listen", END)
+    wf = b.build()
+    first = await rt.run(wf)
+    await rt.send_event(first.run_id, "paid", {"amount": "lots"})  # no wait yet: kept
+    [req] = first.pending_requests
+    waiting = await rt.resume(wf, first.run_id, responses={req.id: True})
+    assert waiting.status is RunStatus.WAITING  # the bad event was dropped; it waits on
+    assert (await rt.get_run(first.run_id)).status is RunStatus.WAITING
+    await rt.send_event(first.run_id, "paid", {"amount": 7})
+    assert (await rt.get_run(first.run_id)).status is RunStatus.QUEUED
+    done = await rt.resume(wf, first.run_id)
+    assert done.status is RunStatus.COMPLETED and done.state.got == [True, Paid(amount=7)]
 
 
 async def test_send_event_refuses_unknown_and_finished_runs_and_bad_payloads(

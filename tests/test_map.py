@@ -302,6 +302,64 @@ async def test_a_fan_in_from_a_map_node_waits_for_every_instance(rt: Runtime) ->
     assert seen == [105]  # once, after all five instances
 
 
+async def test_a_fan_in_from_instances_leaves_no_join_buffer_behind(rt: Runtime) -> None:
+    b = WorkflowBuilder("fanin", state=Board)
+    b.add_node("start", lambda s: None)
+    b.add_node("split", lambda s: Command(goto=[Send("work", i) for i in range(3)]),
+               goto=["work"])
+    b.add_node("side", lambda s: {"total": 100})
+    b.add_node("work", lambda s: {"total": 1})
+    b.add_node("join", lambda s: None)
+    b.set_entry("start").add_edge("start", "split").add_edge("start", "side")
+    b.add_fan_in(["work", "side"], "join")
+    r = await rt.run(b.build(), {})
+    assert r.status is RunStatus.COMPLETED, r.error
+    joins = [(m.superstep, dict(m.joins)) for m in reversed(await rt.store.list_checkpoints(
+        r.run_id))]
+    assert joins == [(0, {}), (1, {}), (2, {"join": ("side",)}), (3, {}), (4, {})]
+
+
+async def test_a_fan_in_from_instances_in_a_loop_waits_for_each_round(rt: Runtime) -> None:
+    seen: list[tuple[int, int]] = []
+
+    class Rounds(Board):
+        rounds: Annotated[int, add] = 0
+
+    def join(s: Rounds) -> Command:
+        seen.append((s.rounds + 1, s.total))
+        return Command(update={"rounds": 1}, goto=["start"] if s.rounds == 0 else [END])
+
+    b = WorkflowBuilder("loop", state=Rounds)
+    # round 1: side and the instances in one superstep; round 2: side first, instances later
+    b.add_node("start", lambda s: Command(goto=["side", "split"] if s.rounds == 0
+                                          else ["side", "pre"]),
+               goto=["side", "split", "pre"])
+    b.add_node("pre", lambda s: None)
+    b.add_edge("pre", "split")
+    b.add_node("split", lambda s: Command(goto=[Send("work", i) for i in range(2)]),
+               goto=["work"])
+    b.add_node("side", lambda s: None)
+    b.add_node("work", lambda s: {"total": 1})
+    b.add_node("join", join, goto=["start", END])
+    b.set_entry("start")
+    b.add_fan_in(["work", "side"], "join")
+    r = await rt.run(b.build(), {})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert seen == [(1, 2), (2, 4)]
+
+
+async def test_a_map_connection_from_instances_maps_once(rt: Runtime) -> None:
+    b = WorkflowBuilder("fanout", state=Board)
+    b.add_node("split", lambda s: Command(goto=[Send("work", i) for i in range(3)]),
+               goto=["work"])
+    b.add_node("work", lambda s: {"total": 1})
+    b.add_node("each", lambda s: {"total": 10})
+    b.set_entry("split").add_edge("work", "each").map_connection("work", "each", "items")
+    r = await rt.run(b.build(), {"items": ["x", "y"]})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.total == 3 + 20  # each[0], each[1]: one per item, not per instance
+
+
 async def test_instances_may_send_again_and_loop(rt: Runtime) -> None:
     async def work(state: Board, ctx: NodeContext) -> Command:
         n = int(ctx.arg)

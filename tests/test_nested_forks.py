@@ -13,11 +13,13 @@ from durable_flow import (
     END,
     Blackboard,
     CheckpointNotFoundError,
+    Command,
     NodeContext,
     PendingRequest,
     RunResult,
     RunStatus,
     Runtime,
+    Send,
     SqliteStore,
     Workflow,
     WorkflowBuilder,
@@ -153,9 +155,11 @@ async def test_fork_of_the_reported_id_resumes_inside_the_paused_sub_workflow(
     paused = await answer(rt, wf, paused, "second")  # recorded; `second` runs later
     assert paused.status is RunStatus.WAITING
     assert sorted(by_question(paused.pending_requests)) == ["side", "third"]
-    # The top level never moved: the reported id is the superstep's base checkpoint.
+    # Each resume moved the paused superstep to a new top-level checkpoint (same
+    # superstep, nothing ran): the reported id is the newest of them.
     top = await rt.history(paused.run_id)
-    assert paused.checkpoint_id == top[0].id and top[0].nodes == ("start",)
+    assert paused.checkpoint_id == top[0].id
+    assert [(c.nodes, c.superstep) for c in top[:3]] == [((), 1), ((), 1), (("start",), 1)]
     # get_state of that id shows the sub-workflow exactly where it paused.
     snap = await rt.get_state(paused.run_id, paused.checkpoint_id)
     inner = snap
@@ -348,3 +352,95 @@ async def test_a_sub_workflow_left_without_its_anchor_fails_naming_the_given_id(
     with pytest.raises(CheckpointNotFoundError) as err:
         await rt.fork(wf, "orphans", "cp-orphan")
     assert (err.value.run_id, err.value.checkpoint_id) == ("orphans", "cp-orphan")
+
+
+def nested_instances(asked: list[tuple[str, Any]]) -> Workflow:
+    """outer: sub (inner: split sends two instances of ``work``, each asking about its arg)."""
+    inner = WorkflowBuilder("inner", state=Board)
+    inner.add_node("split", lambda s: Command(goto=[Send("work", f"doc{i}") for i in range(2)]),
+                   goto=["work"])
+
+    async def work(state: Board, ctx: NodeContext) -> dict[str, Any]:
+        answer = await ctx.request({"approve": ctx.arg}, response_type=str)
+        asked.append((ctx.node, ctx.arg))
+        return {"log": [f"{ctx.arg}:{answer}"]}
+
+    inner.add_node("work", work, arg_type=str)
+    inner.set_entry("split")
+    outer = WorkflowBuilder("outer", state=Board)
+    outer.add_subworkflow("sub", inner.build(), inputs=["topic"], outputs={"log": "log"})
+    outer.set_entry("sub").add_edge("sub", END)
+    return outer.build()
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+async def test_a_fork_of_a_checkpoint_of_instances_carries_them_and_their_args(
+    rt: Runtime, where: str,
+) -> None:
+    asked: list[tuple[str, Any]] = []
+    wf = nested_instances(asked)
+    paused = await rt.run(wf, {"topic": "t"})
+    [inner] = await rt.history(paused.run_id, namespace="sub", limit=1)
+    forked = await rt.fork(wf, paused.run_id, paused.checkpoint_id if where == "top" else inner.id)
+    assert [q.node for q in forked.pending_requests] == ["sub.work[0]", "sub.work[1]"]
+    [head] = await rt.history(forked.run_id, namespace="sub", limit=1)
+    meta = await rt.store.get_checkpoint(forked.run_id, head.id)
+    assert meta is not None and dict(meta.task_args) == {"work[0]": b'"doc0"',
+                                                          "work[1]": b'"doc1"'}
+    done = await rt.resume(wf, forked.run_id, responses={
+        q.id: "yes" for q in forked.pending_requests})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.log) == ["doc0:yes", "doc1:yes"]
+    assert sorted(asked) == [("sub.work[0]", "doc0"), ("sub.work[1]", "doc1")]
+
+
+class Nest(Blackboard):
+    x: int = 0
+
+
+def two_inner_questions(calls: Calls) -> Workflow:
+    """outer: sub (inner: prep -> ask1 -> ask2, each asker adding its answer to x)."""
+    def asker(name: str) -> Any:
+        async def node(state: Nest, ctx: NodeContext) -> dict[str, Any]:
+            return {"x": state.x + await ctx.request({"q": name}, response_type=int)}
+        return node
+
+    def prep(state: Nest) -> None:
+        calls["prep"] += 1
+
+    inner = WorkflowBuilder("inner", state=Nest)
+    inner.add_node("prep", prep).add_node("ask1", asker("ask1")).add_node("ask2", asker("ask2"))
+    inner.set_entry("prep").add_edge("prep", "ask1").add_edge("ask1", "ask2")
+    inner.add_edge("ask2", END)
+    outer = WorkflowBuilder("outer", state=Nest)
+    outer.add_subworkflow("sub", inner.build(), inputs=["x"], outputs={"x": "x"})
+    outer.set_entry("sub").add_edge("sub", END)
+    return outer.build()
+
+
+async def test_each_inner_wait_is_reported_with_a_checkpoint_id_of_its_own(rt: Runtime) -> None:
+    calls: Calls = collections.Counter()
+    wf = two_inner_questions(calls)
+    first = await rt.run(wf, {"x": 1})
+    [ask1] = first.pending_requests
+    second = await rt.resume(wf, first.run_id, responses={ask1.id: 10})
+    assert [r.node for r in second.pending_requests] == ["sub.ask2"]
+    assert second.checkpoint_id != first.checkpoint_id
+    assert (await rt.get_run(first.run_id)).head_checkpoint_id == second.checkpoint_id
+    then = (await rt.get_state(first.run_id, first.checkpoint_id)).subworkflows["sub"]
+    assert then.values["x"] == 1 and then.next_tasks == ("ask1",)  # the first moment
+    assert [c.nodes for c in await rt.history(first.run_id, namespace="sub")] == [
+        ("ask1",), (), ("prep",), ()]  # (): the copy the resume went on from
+    now = (await rt.get_state(first.run_id, second.checkpoint_id)).subworkflows["sub"]
+    assert now.values["x"] == 11 and [r.node for r in now.pending_requests] == ["sub.ask2"]
+    forked = await rt.fork(wf, first.run_id, first.checkpoint_id)
+    assert [r.node for r in forked.pending_requests] == ["sub.ask1"]
+    assert calls == {"prep": 1}  # the fork resumed inside the first moment
+    forked = await rt.resume(wf, forked.run_id, responses={forked.pending_requests[0].id: 5})
+    assert [r.node for r in forked.pending_requests] == ["sub.ask2"]
+    done = await rt.resume(wf, forked.run_id, responses={forked.pending_requests[0].id: 1})
+    assert done.status is RunStatus.COMPLETED and done.state.x == 7
+    later = await rt.fork(wf, first.run_id, second.checkpoint_id)
+    assert [r.node for r in later.pending_requests] == ["sub.ask2"]
+    done = await rt.resume(wf, first.run_id, responses={second.pending_requests[0].id: 100})
+    assert done.status is RunStatus.COMPLETED and done.state.x == 111

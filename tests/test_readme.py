@@ -67,6 +67,14 @@ def test_readme_python_and_cli_blocks_run(tmp_path: Path, monkeypatch: pytest.Mo
         assert result.output.strip()
 
 
+def test_the_tour_says_what_it_did(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_python_blocks()
+    out = capsys.readouterr().out
+    assert "run tour: completed, notes=['about tides'], approved=True" in out
+
+
 def test_the_tour_runs_again_on_the_database_it_left(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

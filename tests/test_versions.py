@@ -12,15 +12,18 @@ from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_du
 from durable_flow import (
     END,
     Blackboard,
+    Command,
     InvalidInputError,
     RunStatus,
     Runtime,
+    Send,
     Worker,
     WorkflowBuilder,
     WorkflowMismatchError,
     WorkflowValidationError,
     append,
 )
+from durable_flow.model._messages import Message
 from durable_flow.model._versions import first_difference
 from durable_flow.store._protocols import CheckpointStore
 
@@ -245,9 +248,6 @@ async def test_a_migration_that_cannot_place_the_run_writes_nothing(rt: Runtime)
     with pytest.raises(InvalidInputError, match="KeyError"):
         await rt.resume(version_2(fn=lambda values: {"headline": values["nope"]}),
                         paused.run_id, migrate=True)
-    with pytest.raises(WorkflowMismatchError, match="rewrites the items of the append field"):
-        await rt.resume(version_2(fn=lambda values: {"trail": ["rewritten"]}), paused.run_id,
-                        migrate=True)
     assert await store_dump(rt.store, paused.run_id) == before
 
 
@@ -270,3 +270,124 @@ async def test_a_fork_keeps_the_version_of_its_source(rt: Runtime) -> None:
     result = await rt.run(v2, {"headline": "moon"})
     forked = await rt.fork(v2, result.run_id, result.checkpoint_id)
     assert (await rt.get_run(forked.run_id)).workflow_version == "2"
+
+
+def instances(version: str, *, node: str = "work", arg_type: Any = str,
+              asked: list[tuple[str, Any]] | None = None) -> Any:
+    """split sends two instances of ``node``, each asking about its arg."""
+    asked = asked if asked is not None else []
+    b = WorkflowBuilder("map", state=Doc, version=version)
+    b.add_node("split", lambda s: Command(goto=[Send(node, f"doc{i}") for i in range(2)]),
+               goto=[node])
+
+    async def work(state: Doc, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"approve": ctx.arg}, response_type=bool)
+        asked.append((ctx.node, ctx.arg))
+        return {"trail": [f"{ctx.node}:{ctx.arg}:{ok}"]}
+
+    b.add_node(node, work, arg_type=arg_type)
+    b.set_entry("split")
+    if version == "2":
+        b.migrate("1", dict, nodes={"work": node} if node != "work" else None)
+    return b.build()
+
+
+@pytest.mark.parametrize("node", ["work", "job"])
+async def test_a_run_paused_on_instances_migrates_with_their_args(rt: Runtime, node: str) -> None:
+    asked: list[tuple[str, Any]] = []
+    paused = await rt.run(instances("1"))
+    first, second = (r.id for r in paused.pending_requests)
+    done = await rt.resume(instances("2", node=node, asked=asked), paused.run_id,
+                           migrate=True, responses={first: True})
+    assert done.status is RunStatus.WAITING
+    [migrated] = [c for c in await rt.history(paused.run_id) if c.source == "migrate"]
+    meta = await rt.store.get_checkpoint(paused.run_id, migrated.id)
+    assert meta is not None and meta.next_tasks == (f"{node}[0]", f"{node}[1]")
+    assert dict(meta.task_args) == {f"{node}[0]": b'"doc0"', f"{node}[1]": b'"doc1"'}
+    assert asked == [(f"{node}[0]", "doc0")]  # the other instance still waits for its answer
+    done = await rt.resume(instances("2", node=node, asked=asked), paused.run_id,
+                           responses={second: False})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.trail) == [f"{node}[0]:doc0:True", f"{node}[1]:doc1:False"]
+
+
+async def test_an_instance_arg_the_new_version_rejects_refuses_the_migration(rt: Runtime) -> None:
+    paused = await rt.run(instances("1"))
+    before = await store_dump(rt.store, paused.run_id)
+    with pytest.raises(WorkflowMismatchError, match=r"the arg of 'work\[0\]'"):
+        await rt.resume(instances("2", arg_type=int), paused.run_id, migrate=True)
+    assert await store_dump(rt.store, paused.run_id) == before
+
+
+def with_messages(version: str, fn: Callable[[dict[str, Any]], Any] = dict,
+                  source: str = "1") -> Any:
+    """note (appends to trail, says something) -> approve (asks) -> note again -> END."""
+
+    class Talk(Doc):
+        messages: Annotated[list[Message], append] = []
+
+    b = WorkflowBuilder("talk", state=Talk, version=version)
+
+    @b.node()
+    async def note(state: Talk) -> dict[str, Any]:
+        said = Message(role="assistant", content=f"note {len(state.trail)}")
+        return {"trail": [f"note@v{version}"], "messages": [said]}
+
+    @b.node(goto=["note", END])
+    async def approve(state: Talk, ctx: Any) -> Command:
+        ok = await ctx.request("ok?", response_type=bool)
+        return Command(update={"approved": ok}, goto=[END] if ok else ["note"])
+
+    b.set_entry("note").add_edge("note", "approve")
+    if version != source:
+        b.migrate(source, fn)
+    return b.build()
+
+
+def rewrite(values: dict[str, Any]) -> dict[str, Any]:
+    messages = [Message(role="system", content="summary")]
+    return {**values, "trail": [t.upper() for t in values["trail"]], "messages": messages}
+
+
+async def test_a_migration_that_rewrites_append_fields_replaces_their_items(rt: Runtime) -> None:
+    paused = await rt.run(with_messages("1"), {"title": "tides"})
+    before = await rt.get_state(paused.run_id)
+    assert list(before.values["trail"]) == ["note@v1"]
+    [req] = paused.pending_requests
+    moved = await rt.resume(with_messages("2", rewrite), paused.run_id, migrate=True,
+                            responses={req.id: False})
+    assert moved.status is RunStatus.WAITING
+    assert list(moved.state.trail) == ["NOTE@V1", "note@v2"]
+    assert [m.content for m in moved.state.messages] == ["summary", "note 1"]
+    [migrated] = [c for c in await rt.history(paused.run_id) if c.source == "migrate"]
+    at = await rt.get_state(paused.run_id, migrated.id)
+    assert at.values["trail"] == ["NOTE@V1"]
+    assert [m["content"] for m in at.values["messages"]] == ["summary"]
+    assert [m.content for m in at.node_histories["note"]] == ["note 0"]
+    old = await rt.get_state(paused.run_id, before.checkpoint_id)
+    assert old.values["trail"] == ["note@v1"]  # older checkpoints read what they always did
+    later = await rt.get_state(paused.run_id)
+    assert later.values["trail"] == ["NOTE@V1", "note@v2"]
+    assert [m.content for m in later.node_histories["note"]] == ["note 0", "note 1"]
+    for source in (migrated.id, later.checkpoint_id):
+        forked = await rt.fork(with_messages("2", rewrite), paused.run_id, source)
+        snap = await rt.get_state(forked.run_id)
+        assert snap.values["trail"][0] == "NOTE@V1", source
+    [req] = moved.pending_requests
+    done = await rt.resume(with_messages("2", rewrite), paused.run_id, responses={req.id: True})
+    assert done.status is RunStatus.COMPLETED, done.error
+    assert list(done.state.trail) == ["NOTE@V1", "note@v2"]
+
+
+async def test_an_append_field_can_be_rewritten_twice_and_emptied(rt: Runtime) -> None:
+    paused = await rt.run(with_messages("1"), {"title": "tides"})
+    moved = await rt.resume(with_messages("2", rewrite), paused.run_id, migrate=True)
+    assert list(moved.state.trail) == ["NOTE@V1"]
+
+    def empty(values: dict[str, Any]) -> dict[str, Any]:
+        return {**values, "trail": []}
+
+    emptied = await rt.resume(with_messages("3", empty, source="2"), paused.run_id,
+                              migrate=True)
+    assert list(emptied.state.trail) == []
+    assert (await rt.get_state(paused.run_id)).values["trail"] == []

@@ -87,7 +87,9 @@ def _guarded(fn: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:
             if debug:
                 raise
-            if isinstance(exc, CliError | DurableFlowError):
+            if isinstance(exc, CliError):
+                fail(describe_error(exc), exc.exit_code)
+            if isinstance(exc, DurableFlowError):
                 fail(describe_error(exc))
             fail(f"{type(exc).__name__}: {describe_error(exc)} (--debug shows the traceback)")
 

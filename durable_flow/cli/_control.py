@@ -20,7 +20,7 @@ from ._options import JsonOpt, RegistryOpt, RunArg, TargetArg
 from ._output import cell, emit_json, make_console, status_text
 from ._progress import Tracker, follow
 from ._support import CliOptions, fail, options
-from ._targets import load_target
+from ._targets import load_runnable
 
 __all__ = ["Held", "cancel", "recover"]
 
@@ -58,7 +58,7 @@ def recover(ctx: typer.Context, target: TargetArg, registry: RegistryOpt = None,
     long, so you can try again then.
     """
     opts = options(ctx)
-    workflow = load_target(target, registry).workflow
+    workflow = load_runnable(target, registry).workflow
     results, held = asyncio.run(_recover(opts, workflow, as_json))
     if as_json:
         emit_json({"recovered": [result_data(r) for r in results], "held": held})

@@ -17,7 +17,7 @@ from ..model._records import RunInfo
 from ..runtime._inspect import Inspector
 from ..store._protocols import CheckpointMeta, CheckpointStore
 from ._support import CliError, CliOptions
-from ._targets import load_target, parse_recorded
+from ._targets import load_runnable, parse_recorded
 
 if TYPE_CHECKING:
     from ..model._graph import Workflow
@@ -66,11 +66,20 @@ def display_db(db: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(db: str, *, create: bool = False) -> CheckpointStore:
-    """The store behind ``--db``; a SQLite file must exist unless ``create``."""
+#: How long a command a person waits for gives a PostgreSQL server that is down;
+#: long-lived processes (``worker``, ``ui``) keep the store's own, longer default.
+INTERACTIVE_RECONNECT = 5.0
+
+
+def open_store(db: str, *, create: bool = False, serving: bool = False) -> CheckpointStore:
+    """The store behind ``--db``; a SQLite file must exist unless ``create``.
+
+    ``serving``: for a long-lived process, which rides out a database restart;
+    other commands give a PostgreSQL server that is down a few seconds.
+    """
     kind, target = parse_db(db)
     if kind == "postgresql":
-        return _postgres_store(target)
+        return _postgres_store(target, None if serving else INTERACTIVE_RECONNECT)
     path = Path(target).expanduser()
     if not path.exists():
         if not create:
@@ -83,11 +92,13 @@ def open_store(db: str, *, create: bool = False) -> CheckpointStore:
     return SqliteStore(str(path), synchronous="full")
 
 
-def _postgres_store(url: str) -> CheckpointStore:
+def _postgres_store(url: str, reconnect_timeout: float | None) -> CheckpointStore:
     # Imported here: SQLite users never load the PostgreSQL driver module.
     from ..store._postgres import PostgresStore
 
-    return PostgresStore(url)
+    if reconnect_timeout is None:
+        return PostgresStore(url)
+    return PostgresStore(url, reconnect_timeout=reconnect_timeout)
 
 
 @asynccontextmanager
@@ -138,12 +149,12 @@ async def workflow_for_run(rt: Runtime, run_id: str,
     """
     info = await find_run(rt, run_id)
     if ref is not None:
-        return load_target(ref).workflow, None
+        return load_runnable(ref).workflow, None
     if not info.workflow_ref:
         raise CliError(f"run {run_id} has no recorded workflow (it was not started by "
                        "`durable-flow run`); pass --workflow MODULE:WORKFLOW")
     target, registry = parse_recorded(info.workflow_ref)
-    return load_target(target, registry).workflow, info.workflow_ref
+    return load_runnable(target, registry).workflow, info.workflow_ref
 
 
 async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:
@@ -191,12 +202,28 @@ def _steps(ref: str) -> list[tuple[str, int]]:
 
 async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
     [(_, superstep), *inner] = _steps(ref)
-    thread, where = "", "the run"
-    for node, inner_superstep in inner:
-        # the sub-workflow ran during `superstep`, from the checkpoint before it,
-        # which is all there is while it is still paused inside
-        thread, where = await _subthread(store, run_id, thread, superstep, node, ref)
-        superstep = inner_superstep
+    return await _find(store, run_id, "", "the run", superstep, inner, ref)
+
+
+async def _find(store: CheckpointStore, run_id: str, thread: str, where: str, superstep: int,
+                inner: list[tuple[str, int]], ref: str) -> str:
+    """The checkpoint of ``superstep`` in ``thread``, or of the ``inner`` steps below it.
+
+    A sub-workflow that ran during a superstep may have several threads: a
+    resume inside it goes on in a copy under a newer checkpoint of the same
+    superstep. They are tried newest first.
+    """
+    if inner:
+        (node, inner_superstep), rest = inner[0], inner[1:]
+        first: CliError | None = None
+        async for sub in _subthreads(store, run_id, thread, superstep, node):
+            try:
+                return await _find(store, run_id, sub, f"sub-workflow {node} of superstep "
+                                   f"{superstep}", inner_superstep, rest, ref)
+            except CliError as exc:
+                first = first or exc
+        raise first or CliError(
+            f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
     async for meta in _newest_first(store, run_id, thread):
         if meta.superstep == superstep:  # the checkpoint of that superstep on the current chain
             return meta.id
@@ -206,15 +233,14 @@ async def _by_superstep(store: CheckpointStore, run_id: str, ref: str) -> str:
                    f"(its supersteps: {span})")
 
 
-async def _subthread(store: CheckpointStore, run_id: str, thread: str, superstep: int,
-                     node: str, ref: str) -> tuple[str, str]:
-    """The thread of sub-workflow ``node`` run during ``superstep`` of ``thread``."""
+async def _subthreads(store: CheckpointStore, run_id: str, thread: str, superstep: int,
+                      node: str) -> AsyncIterator[str]:
+    """The threads of sub-workflow ``node`` run during ``superstep`` of ``thread``, newest first."""
     async for base in _newest_first(store, run_id, thread):
         if base.superstep == superstep - 1 and node in base.next_tasks:
             sub = f"{base.id}/{node}"
             if await store.thread_head(run_id, sub) is not None:
-                return sub, f"sub-workflow {node} of superstep {superstep}"
-    raise CliError(f"{ref!r}: no sub-workflow {node!r} ran during superstep {superstep}")
+                yield sub
 
 
 async def _newest_first(store: CheckpointStore, run_id: str,

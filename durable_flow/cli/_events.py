@@ -24,13 +24,15 @@ def send_event(
         metavar="NAME", show_default=False, help="The event's name, as the node waits for it.")],
     value: Annotated[str, typer.Option(
         "--value", "-v", metavar="JSON|@FILE", show_default=False,
-        help="The event's payload as JSON.")] = "null",
+        help="The event's payload as JSON (`null` for none); checked against the type "
+             "of the node waiting for it.")],
     as_json: JsonOpt = False,
 ) -> None:
     """Send the event NAME to RUN; the node waiting for it (now or later) gets its payload.
 
     Nothing is executed here: a run waiting for the event becomes queued for
-    a worker (or a later `resume`).
+    a worker (or a later `resume`). A payload that does not fit the type of
+    the node waiting for it is refused, and nothing is stored.
     """
     opts = options(ctx)
     payload = read_json(value, "--value")

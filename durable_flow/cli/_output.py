@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._task_id import TaskId, group_tasks
 from ._support import CliOptions, compact, jsonable
 
 __all__ = [
@@ -120,8 +121,6 @@ def byte_size(size: int) -> str:
 
 def tasks_text(tasks: Sequence[str]) -> str:
     """Task ids for a table: a node's consecutive ``Send`` instances as ``summarize[0..39]``."""
-    from ..model._send import group_tasks  # pydantic: not for listing runs
-
     return ", ".join(group_tasks(tasks))
 
 
@@ -129,9 +128,8 @@ def instance_counts(snap: Snapshot) -> list[str]:
     """Per map node among the next tasks: its instances, and how many wait for input."""
     counts: dict[str, list[str]] = {}
     for task in snap.next_tasks:
-        node, bracket, _ = task.partition("[")
-        if bracket:
-            counts.setdefault(node, []).append(task)
+        if (tid := TaskId.parse(task)).is_instance:
+            counts.setdefault(tid.node, []).append(task)
     prefix = f"{snap.namespace}." if snap.namespace else ""
     asking = {r.node.removeprefix(prefix).split(".")[0] for r in snap.pending_requests}
     lines = []
@@ -220,7 +218,7 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
     if info is not None and snap.pending_requests:
         parts.append(requests_table(snap.pending_requests, with_run=False))
     for node, sub in snap.subworkflows.items():
-        kind = "sub-workflow instance" if "[" in node else "sub-workflow"
+        kind = "sub-workflow instance" if TaskId.parse(node).is_instance else "sub-workflow"
         parts.append(Text(f"{kind} {node} (namespace {sub.namespace or node})",
                           style="bold"))
         parts.append(Padding(snapshot_view(sub), (0, 0, 0, 4), expand=False))

@@ -105,7 +105,12 @@ class Tracker:
 
     def summary(self, result: RunResult) -> RenderableType:
         """The end-of-run report: one status line and a table of nodes."""
-        at = f" at superstep {self.head}" if self.head is not None else ""
+        at = ""
+        if self.head is not None and result.status in (RunStatus.WAITING, RunStatus.FAILED):
+            # the superstep that stopped, as request ids (approve@2#0) and logs number it
+            at = f" in superstep {self.head + 1}"
+        elif self.head is not None:
+            at = f" at superstep {self.head}"
         head = Text.assemble(
             f"run {result.run_id} ", status_text(result.status),
             f"{at} · {self.written} checkpoint(s) written · {self.elapsed:.2f}s")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -10,9 +11,9 @@ from rich.text import Text
 
 from ..errors import UnknownRequestError
 from ..model._graph import Workflow
-from ..model._records import RunResult
+from ..model._records import RunInfo, RunResult, RunStatus
 from ..runtime._runtime import Runtime
-from ._db import resolve_checkpoint, workflow_for_run
+from ._db import inspected, opened, resolve_checkpoint, workflow_for_run
 from ._follow import execute, finish
 from ._options import (
     AllowMismatchOpt,
@@ -24,10 +25,10 @@ from ._options import (
     TargetArg,
     WorkflowOpt,
 )
-from ._output import make_console
+from ._output import emit_json, make_console, status_text
 from ._progress import Tracker, follow
-from ._support import CliError, options, read_json, read_json_object
-from ._targets import load_target
+from ._support import CliError, CliOptions, UsageError, options, read_json, read_json_object
+from ._targets import load_runnable
 
 __all__ = ["fork", "respond", "resume", "run"]
 
@@ -58,7 +59,7 @@ def run(
     """
     opts = options(ctx)
     values = read_json_object(input, "--input") if input is not None else {}
-    found = load_target(target, registry)
+    found = load_runnable(target, registry)
     console, tracker = make_console(), Tracker(f"running {found.workflow.name}", run_id)
 
     async def go(rt: Runtime) -> RunResult:
@@ -100,30 +101,79 @@ def respond(
         "--value", "-v", metavar="JSON|@FILE", show_default=False,
         help="The answer as JSON (validated against the request's schema).")],
     workflow: WorkflowOpt = None,
+    no_resume: Annotated[bool, typer.Option(
+        "--no-resume", help="Only record the answer (no workflow code needed): a worker, or "
+                            "a later `resume`, continues the run.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer a pending request, then resume the run.
+    """Answer a pending request, then resume the run with its workflow.
 
-    A value that does not fit the request's JSON schema is refused (the
-    schema is printed) and nothing is written.
+    The workflow is --workflow, or the one `durable-flow run` recorded on the
+    run. A run with neither (one submitted for workers), or --no-resume, is
+    only answered: no workflow code runs here, and once nothing else is
+    pending the run is queued for a worker. A value that does not fit the
+    request's JSON schema is refused (the schema is printed) and nothing is
+    written.
     """
     opts = options(ctx)
     answer = read_json(value, "--value")
+    if no_resume and workflow is not None:
+        raise UsageError("--no-resume records the answer only; it takes no --workflow")
+    if no_resume or (workflow is None and not _recorded_workflow(opts, run_id)):
+        _record_answer(opts, run_id, request_id, answer, as_json)
+        return
     console, tracker = make_console(), Tracker(f"resuming {run_id}", run_id)
 
     async def go(rt: Runtime) -> RunResult:
-        wf = await _workflow(rt, run_id, workflow, console, as_json)
+        wf, recorded = await workflow_for_run(rt, run_id, workflow)
         events = rt.stream_resume(wf, run_id, responses={request_id: answer},
                                   allow_mismatch=allow_mismatch)
         try:
-            return await follow(events, tracker, console, live=not as_json)
+            result = await follow(events, tracker, console, live=not as_json)
         except UnknownRequestError as exc:
-            ids = [r.id for r in await rt.pending_requests() if r.run_id == run_id]
-            pending = f"pending: {', '.join(ids)}" if ids else "it has no pending requests"
-            raise CliError(f"{exc}; {pending}") from None
+            raise CliError(await _pending_hint(rt, run_id, exc)) from None
+        _using(console, recorded, as_json)
+        return result
 
     finish(opts, execute(opts, go, tracker), console, as_json=as_json, tracker=tracker)
+
+
+def _recorded_workflow(opts: CliOptions, run_id: str) -> bool:
+    """Whether ``durable-flow run`` recorded the run's workflow (RunNotFoundError if no run)."""
+
+    async def go() -> bool:
+        async with inspected(opts) as views:
+            return bool((await views.record(run_id)).workflow_ref)
+
+    return asyncio.run(go())
+
+
+def _record_answer(opts: CliOptions, run_id: str, request_id: str, answer: Any,
+                   as_json: bool) -> None:
+    """``Runtime.respond``: record the answer, execute nothing."""
+
+    async def go() -> RunInfo:
+        async with opened(opts) as rt:
+            try:
+                return await rt.respond(run_id, {request_id: answer})
+            except UnknownRequestError as exc:
+                raise CliError(await _pending_hint(rt, run_id, exc)) from None
+
+    info = asyncio.run(go())
+    if as_json:
+        emit_json(info)
+        return
+    after = "a worker (or `durable-flow resume`) continues it" \
+        if info.status is RunStatus.QUEUED else "it waits for more"
+    make_console().print(Text.assemble(f"answered {request_id} on run {run_id}: now ",
+                                       status_text(info.status), f" ({after})"), soft_wrap=True)
+
+
+async def _pending_hint(rt: Runtime, run_id: str, exc: UnknownRequestError) -> str:
+    ids = [r.id for r in await rt.pending_requests() if r.run_id == run_id]
+    pending = f"pending: {', '.join(ids)}" if ids else "it has no pending requests"
+    return f"{exc}; {pending}"
 
 
 def fork(
@@ -160,7 +210,11 @@ def fork(
 async def _workflow(rt: Runtime, run_id: str, ref: str | None, console: Console,
                     as_json: bool) -> Workflow:
     workflow, recorded = await workflow_for_run(rt, run_id, ref)
+    _using(console, recorded, as_json)
+    return workflow
+
+
+def _using(console: Console, recorded: str | None, as_json: bool) -> None:
     if recorded is not None and not as_json:
         console.print(Text(f"using {recorded}, recorded on the run (--workflow overrides)"),
                       soft_wrap=True)
-    return workflow

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_DB",
     "CliError",
     "CliOptions",
+    "UsageError",
     "compact",
     "describe_error",
     "fail",
@@ -51,7 +52,15 @@ _REF = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\
 
 
 class CliError(Exception):
-    """A problem with what the user typed; printed as one line, exit code 1."""
+    """A problem with what the user typed; printed as one line, exit code 1 (refused)."""
+
+    exit_code = 1
+
+
+class UsageError(CliError):
+    """A malformed command line (such as JSON that does not parse): one line, exit code 2."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +71,16 @@ class CliOptions:
     log_json: bool = False
     debug: bool = False
 
-    def setup_logging(self) -> None:
+    def setup_logging(self, *, info: bool = False) -> None:
         """Route log lines to standard error, as ``--log-json`` and ``--debug`` ask.
 
         Called by the commands that execute runs only: importing structlog
-        costs more than a command that reads the database takes.
+        costs more than a command that reads the database takes. ``info``
+        (a worker) writes INFO lines (claims, runs) without ``--log-json``.
         """
         from ..runtime._logging import configure_logging
 
-        level = "DEBUG" if self.debug else "INFO" if self.log_json else "WARNING"
+        level = "DEBUG" if self.debug else "INFO" if self.log_json or info else "WARNING"
         configure_logging(json=self.log_json, level=level, tracebacks=self.debug or self.log_json)
 
     @property
@@ -195,18 +205,18 @@ def read_json(text: str, option: str) -> Any:
         try:
             raw = sys.stdin.read() if source == "-" else Path(source).read_bytes()
         except OSError as exc:
-            raise CliError(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
+            raise UsageError(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise CliError(f"{option} is not valid JSON: {exc}") from None
+        raise UsageError(f"{option} is not valid JSON: {exc}") from None
 
 
 def read_json_object(text: str, option: str) -> dict[str, Any]:
     """Like :func:`read_json`, requiring a JSON object."""
     value = read_json(text, option)
     if not isinstance(value, dict):
-        raise CliError(f"{option} must be a JSON object, got {type(value).__name__}")
+        raise UsageError(f"{option} must be a JSON object, got {type(value).__name__}")
     return value
 
 

@@ -33,7 +33,8 @@ from ._support import CliError, load_object, resolve_workflow
 if TYPE_CHECKING:
     from ..model._graph import Workflow
 
-__all__ = ["DECLARATIVE_SUFFIXES", "Target", "load_file", "load_target", "parse_recorded"]
+__all__ = ["DECLARATIVE_SUFFIXES", "Target", "load_file", "load_runnable", "load_target",
+           "load_targets", "parse_recorded"]
 
 DECLARATIVE_SUFFIXES = (".json", ".yaml", ".yml")
 _REGISTRY_FLAG = "--registry"
@@ -66,6 +67,31 @@ def load_target(target: str, registry: str | None = None,
         obj = _file_attribute(Path(file), name)
         return Target(_as_workflow(obj, target), shlex.join([f"{Path(file).resolve()}:{name}"]))
     return Target(resolve_workflow(target), target)
+
+
+def load_runnable(target: str, registry: str | None = None) -> Target:
+    """Like :func:`load_target`, for a workflow about to run: every agent must be bound.
+
+    A declarative file naming agents needs ``--registry``; without it the
+    command stops here, before any run is claimed or started.
+    """
+    notes: list[str] = []
+    found = load_target(target, registry, notes)
+    if registry is None and _is_declarative(target) and notes:
+        raise CliError(f"{target} names agents and functions (agent_name) that only a registry "
+                       "binds: pass --registry MODULE:NAME (or file.py:NAME)")
+    return found
+
+
+def load_targets(targets: list[str], registry: str | None) -> list[Target]:
+    """Several workflows to run (a worker's, the web UI's); the registry binds the files'."""
+    if registry is not None and not any(_is_declarative(t) for t in targets):
+        raise CliError("--registry is for .json/.yaml workflow files; none is given")
+    return [load_runnable(t, registry if _is_declarative(t) else None) for t in targets]
+
+
+def _is_declarative(target: str) -> bool:
+    return Path(target).suffix.lower() in DECLARATIVE_SUFFIXES
 
 
 def parse_recorded(recorded: str) -> tuple[str, str | None]:

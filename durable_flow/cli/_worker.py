@@ -13,16 +13,17 @@ from rich.text import Text
 from ..model._graph import Workflow
 from ..runtime._worker import Worker
 from ._db import display_db, open_store
+from ._options import RegistryOpt
 from ._output import make_console
 from ._support import CliOptions, options
-from ._targets import load_target
+from ._targets import load_targets
 
 __all__ = ["worker"]
 
 TargetsArg = Annotated[list[str], typer.Argument(
     metavar="WORKFLOW...", show_default=False,
-    help="The workflows this worker runs (each name and version it is given): MODULE:NAME "
-         "or path/to/file.py:NAME.")]
+    help="The workflows this worker runs (each name and version it is given): MODULE:NAME, "
+         "path/to/file.py:NAME, or a declarative .json/.yaml file (with --registry).")]
 
 
 def worker(
@@ -36,16 +37,20 @@ def worker(
     grace_period: Annotated[float, typer.Option(
         help="Seconds running supersteps get to finish on stop.")] = 10.0,
     name: Annotated[str | None, typer.Option(help="This worker's name in leases and logs.")] = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Claim queued and abandoned runs of these workflows and execute them.
 
     SIGTERM or Ctrl-C stops gracefully (running supersteps finish within the
     grace period; what is left goes back to the queue); a second one stops at once.
+    It logs at INFO to standard error: each claim (run_claimed, with
+    takeover=True for a run taken from a worker whose lease expired), each
+    execution and each run's outcome.
     """
     opts = options(ctx)
-    opts.setup_logging()
-    workflows = [load_target(t).workflow for t in targets]
-    made = Worker(open_store(opts.db, create=True), workflows, concurrency=concurrency,
+    opts.setup_logging(info=True)  # a worker says what it claims and runs
+    workflows = [t.workflow for t in load_targets(targets, registry)]
+    made = Worker(open_store(opts.db, create=True, serving=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
                   name=name)
     asyncio.run(_serve(opts, made, workflows))

@@ -26,7 +26,7 @@ from ._context import Interrupt
 
 if TYPE_CHECKING:
     from ._context import NodeContext
-    from ._runcontext import RunContext
+    from ._run import RunContext
 
 __all__ = ["BUDGET_INDEX", "Spending", "check_budget"]
 

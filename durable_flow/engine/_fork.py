@@ -11,11 +11,10 @@ from ..errors import CheckpointNotFoundError, InvalidInputError
 from ..model._clock import utcnow
 from ..model._frozen import freeze, freeze_appended
 from ..model._graph import Workflow
-from ..model._ids import new_checkpoint_id
 from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
-from ..model._send import node_of
-from ..model._serde import decode, encode
+from ..model._serde import decode
+from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointStore,
@@ -27,7 +26,15 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._loop import RunContext, ThreadRunner
-from ._state import DAMAGE, ThreadState, corrupted, decode_checkpoint, encode_field, log_items
+from ._state import (
+    DAMAGE,
+    ThreadState,
+    corrupted,
+    decode_checkpoint,
+    encode_field,
+    log_name,
+    self_contained,
+)
 from ._task import TaskResult
 
 __all__ = [
@@ -97,14 +104,14 @@ async def prepare_fork(
         if last and update:
             loaded = _with_update(target_wf, loaded, update)
         carry = not (last and update) and await _is_head(store, meta)
-        write = _copy(loaded, rc.run_id, thread, carried=carry)
+        write = self_contained(loaded, rc.run_id, thread, carried=carry)
         copies.checkpoints.append(write)
         node = None if last else chain[depth + 1].thread.partition("/")[2]
         if carry:
             await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
         if node is not None:
             thread = f"{write.meta.id}/{node}"
-            sub = target_wf.nodes[node_of(node)].subworkflow
+            sub = target_wf.nodes[TaskId.parse(node).node].subworkflow
             if sub is not None:
                 target_wf = sub.workflow
     top = copies.checkpoints[0]
@@ -148,9 +155,16 @@ async def _load(store: CheckpointStore, meta: CheckpointMeta, given: str) -> Loa
 
 
 async def _is_head(store: CheckpointStore, meta: CheckpointMeta) -> bool:
-    """Whether ``meta``'s superstep is still in progress (nothing merged after it)."""
+    """Whether ``meta``'s superstep is still in progress (nothing merged after it).
+
+    A resume inside a sub-workflow moves the top level's superstep in progress
+    onto a newer checkpoint of the same superstep (``_resume``); the older one
+    still stands for its nested state, which is copied (what its superstep
+    recorded moved on with the run, so those tasks run again).
+    """
     head = await store.thread_head(meta.run_id, meta.thread)
-    return head is not None and head.id == meta.id
+    return head is not None and (head.id == meta.id or (
+        meta.thread == "" and head.superstep == meta.superstep))
 
 
 async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
@@ -188,11 +202,12 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
             _check_bytes(run_id, src.id, data, f"the step {name!r} of {qual!r}")
             copies.steps.append(StepRow(new.run_id, new.id, qual, name, data, now))
         head = await store.thread_head(run_id, f"{src.id}/{node}")
-        sub = wf.nodes[node_of(node)].subworkflow if node_of(node) in wf.nodes else None
+        spec = wf.nodes.get(TaskId.parse(node).node)
+        sub = spec.subworkflow if spec is not None else None
         if head is not None and sub is not None:
             loaded = await _load(store, head, given)
             decode_checkpoint(loaded, sub.workflow.schema)
-            write = _copy(loaded, new.run_id, f"{new.id}/{node}", carried=True)
+            write = self_contained(loaded, new.run_id, f"{new.id}/{node}", carried=True)
             copies.checkpoints.append(write)
             await _carry(store, sub.workflow, head, write.meta, copies, given, skip=None)
 
@@ -216,33 +231,15 @@ def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
                      if not wf.schema.field("<fork>", name).is_log}
     logs = {name: [encode_field("<fork>", name, values[name])] for name in values
             if wf.schema.field("<fork>", name).is_log}
-    lengths = dict(loaded.meta.log_lengths) | {name: len(values[name]) for name in logs}
+    # a log the update wrote is written whole, in place of the channel that held it
+    lengths = {ch: n for ch, n in loaded.meta.log_lengths.items() if log_name(ch) not in logs}
+    lengths |= {name: len(values[name]) for name in logs}
     for ch, chunks in loaded.logs.items():
-        logs.setdefault(ch, chunks)
+        if log_name(ch) not in logs:
+            logs.setdefault(ch, chunks)
     meta = _replace(loaded.meta, log_lengths=lengths,
                     value_versions=dict.fromkeys(runner_values, loaded.meta.seq))
     return LoadedCheckpoint(meta=meta, values=runner_values, logs=logs)
-
-
-def _copy(loaded: LoadedCheckpoint, run_id: str, thread: str, *,
-          carried: bool) -> CheckpointWrite:
-    """A self-contained copy (every channel written) as the first checkpoint of a thread.
-
-    A ``carried`` copy continues its superstep, so a waiting one stays waiting.
-    """
-    m = loaded.meta
-    status = RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED
-    if carried and m.status is RunStatus.WAITING:
-        status = RunStatus.WAITING
-    appends: dict[str, bytes] = {}
-    for ch in m.log_lengths:
-        appends[ch] = encode(log_items(loaded, ch))
-    meta = _replace(
-        m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
-        created_at=utcnow(), source="fork", status=status,
-        value_versions=dict.fromkeys(loaded.values, 0), error=None,
-        size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
-    return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 
 
 def _replace(meta: CheckpointMeta, **changes: Any) -> CheckpointMeta:
@@ -272,11 +269,10 @@ async def plan_update(
     state = await ThreadRunner(rc, workflow).load(head)
     new_values, changed, appended = apply_update(workflow, state, values, as_node or "<update>")
     if as_node is not None:
-        routed = route(workflow, workflow.schema.build(new_values), [Completed(as_node)],
+        routed = route(workflow, workflow.schema.build(new_values), [Completed(TaskId(as_node))],
                        state.meta.joins)
     else:
-        routed = Routed(state.meta.next_tasks, dict(state.meta.joins), None,
-                        args=dict(state.meta.task_args))
+        routed = Routed(state.tasks, dict(state.meta.joins), None, args=dict(state.args))
     for name, data in changed.items():  # values a reducer produced must be storable too
         if data is None:
             changed[name] = encode_field(as_node or "<update>", name, new_values[name])

@@ -1,7 +1,7 @@
 """The engine's side of ``Send``: checking gotos, instance arguments, concurrency bounds.
 
-An instance (``summarize[3]``) is an ordinary task whose id is not a node id:
-the superstep loop looks its node up with ``node_of``, and everything it
+An instance (``summarize[3]``) is an ordinary task whose ``TaskId`` names its
+node and index: the superstep loop looks its node up, and everything it
 records (task write, steps, requests, history, events) is keyed by the task
 id, so each instance is saved, resumed and answered on its own. Its argument
 is encoded when routing schedules it and stored with the checkpoint that
@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import InvalidGotoError, SerializationError
 from ..model._frozen import freeze
 from ..model._graph import END, NodeSpec, Workflow
-from ..model._send import Send, arg_adapter, node_of
+from ..model._send import Send, arg_adapter
 from ..model._serde import decode, encode
+from ..model._task_id import TaskId
 from ._state import DAMAGE, corrupted
 
 if TYPE_CHECKING:
@@ -63,13 +64,13 @@ def split_goto(
     return tuple(plain), tuple(sends), tuple(data)
 
 
-def task_arg(meta: CheckpointMeta, spec: NodeSpec, task: str) -> Any:
+def task_arg(meta: CheckpointMeta, spec: NodeSpec, task: TaskId) -> Any:
     """The argument of the task ``task`` (None for a plain task), read-only.
 
     Validated into the node's ``arg_type``; stored data that cannot be read
     or no longer fits raises ``CheckpointCorruptedError``.
     """
-    data = meta.task_args.get(task)
+    data = meta.task_args.get(str(task))
     if data is None:
         return None
     try:
@@ -77,32 +78,32 @@ def task_arg(meta: CheckpointMeta, spec: NodeSpec, task: str) -> Any:
         if spec.arg_type is not None and spec.subworkflow is None:
             value = arg_adapter(spec.arg_type).validate_python(value)
     except DAMAGE as exc:  # a pydantic ValidationError is a ValueError
-        raise corrupted(meta.run_id, meta.id, exc, f"the arg of {task!r}") from None
+        raise corrupted(meta.run_id, meta.id, exc, f"the arg of {str(task)!r}") from None
     return freeze(value)
 
 
-def gates(wf: Workflow, tasks: Iterable[str]) -> Gates:
+def gates(wf: Workflow, tasks: Iterable[TaskId]) -> Gates:
     """One semaphore per node with ``max_concurrency`` among ``tasks``."""
     out: Gates = {}
     for task in tasks:
-        node = node_of(task)
+        node = task.node
         limit = wf.nodes[node].max_concurrency
         if limit is not None and node not in out:
             out[node] = asyncio.Semaphore(limit)
     return out
 
 
-async def run_gated(gate: Gates, task: str, start: Callable[[], Awaitable[T]]) -> T:
+async def run_gated(gate: Gates, task: TaskId, start: Callable[[], Awaitable[T]]) -> T:
     """Run ``start()`` once its node's semaphore (if any) lets it in."""
-    sem = gate.get(node_of(task))
+    sem = gate.get(task.node)
     if sem is None:
         return await start()
     async with sem:
         return await start()
 
 
-def blocked_subworkflows(prefix: str, step: int, tasks: Iterable[str],
-                         requests: Iterable[RequestRow]) -> set[str]:
+def blocked_subworkflows(prefix: str, step: int, tasks: Iterable[TaskId],
+                         requests: Iterable[RequestRow]) -> set[TaskId]:
     """The sub-workflow tasks with an open request somewhere inside them.
 
     A request inside task ``t`` has an id starting ``<prefix><t>@<step>/``;
@@ -110,7 +111,7 @@ def blocked_subworkflows(prefix: str, step: int, tasks: Iterable[str],
     number of requests however many instances there are.
     """
     wanted = {f"{t}@{step}": t for t in tasks}
-    found: set[str] = set()
+    found: set[TaskId] = set()
     for req in requests:
         if req.id.startswith(prefix):
             head, slash, _ = req.id[len(prefix):].partition("/")

@@ -37,7 +37,7 @@ from ..model._messages import Message
 from ..model._records import CheckpointSource, ErrorInfo, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
-from ..model._send import node_of, task_key
+from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointWrite,
@@ -51,8 +51,8 @@ from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
 from ._ownership import HandBack
-from ._preflight import preflight
-from ._runcontext import RunContext
+from ._resume import resume_point
+from ._run import RunContext
 from ._state import (
     LogGrowth,
     ThreadState,
@@ -60,6 +60,8 @@ from ._state import (
     encode_field,
     history_channel,
     input_values,
+    log_channels,
+    stored_tasks,
 )
 from ._task import (
     TaskFence,
@@ -131,11 +133,12 @@ class ThreadRunner:
             appends[history_channel(node)] = encode_field(node, "history", msgs)
             lengths[history_channel(node)] = len(msgs)
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
+        tasks, args = stored_tasks(routed.next_tasks, routed.args)
         meta = CheckpointMeta(
             id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
             namespace=self.namespace, parent_id=None, seq=0, superstep=superstep,
             created_at=utcnow(), status=status, source=source, routing_reason=routed.reason,
-            next_tasks=routed.next_tasks, joins=routed.joins,
+            next_tasks=tasks, joins=routed.joins, task_args=args,
             value_versions=dict.fromkeys(vals, 0), log_lengths=lengths,
             size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
         state = ThreadState(meta=meta, values=dict(values), histories=dict(histories),
@@ -168,6 +171,8 @@ class ThreadRunner:
                 raise HandBack
             if state.meta.superstep >= self.max_supersteps:
                 return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
+            if resumed and self.top:  # checked, and moved off the id it was reported at
+                state = await resume_point(self, state, checked=state.meta.id == self._fresh)
             step = await self._superstep(state, resumed)
             resumed = False
             if isinstance(step, ThreadOutcome):
@@ -178,14 +183,12 @@ class ThreadRunner:
         base = st.meta
         step = base.superstep + 1
         self.rc.emit("superstep_started", self.namespace, step, tasks=list(base.next_tasks))
-        saved: dict[str, TaskResult] = {}
-        answered: dict[str, dict[int, RequestRow]] = {}
-        blocked: set[str] = set()
+        saved: dict[TaskId, TaskResult] = {}
+        answered: dict[TaskId, dict[int, RequestRow]] = {}
+        blocked: set[TaskId] = set()
         if resumed:
-            if self.top and base.id != self._fresh:
-                await preflight(self, st)
-            saved, answered, blocked = await self._recorded(base, step)
-        todo = [n for n in base.next_tasks if n not in saved and n not in blocked]
+            saved, answered, blocked = await self._recorded(st, step)
+        todo = [n for n in st.tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
         results, saved_now = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
         finished = [r for r in results if r.kind == "done"]
@@ -194,7 +197,7 @@ class ThreadRunner:
         new_requests = [q for r in results if r.kind == "interrupted" for q in r.requests]
         reopen = [rid for r in results for rid in r.reopen]
         if failures:
-            first = min(failures, key=lambda r: task_key(r.node))
+            first = min(failures, key=lambda r: r.node)
             return await self._fail(st, first.error or RuntimeError("failed"), first.node,
                                     unsaved, new_requests, reopen)
         if new_requests or blocked or any(r.kind == "interrupted" for r in results):
@@ -209,29 +212,29 @@ class ThreadRunner:
             return await self._fail(st, exc, None, unsaved, [])
 
     async def _recorded(
-        self, base: CheckpointMeta, step: int
-    ) -> tuple[dict[str, TaskResult], dict[str, dict[int, RequestRow]], set[str]]:
+        self, st: ThreadState, step: int
+    ) -> tuple[dict[TaskId, TaskResult], dict[TaskId, dict[int, RequestRow]], set[TaskId]]:
         """Task writes, answers and open requests already recorded for this superstep."""
-        store, run_id = self.rc.store, self.rc.run_id
-        saved = {w.node: TaskResult.from_write(w, self.schema)
-                 for w in await store.get_task_writes(run_id, base.id)}
-        answered: dict[str, dict[int, RequestRow]] = {}
-        blocked: set[str] = set()
+        store, run_id, base = self.rc.store, self.rc.run_id, st.meta
+        saved = {r.node: r for r in (TaskResult.from_write(w, self.schema)
+                                     for w in await store.get_task_writes(run_id, base.id))}
+        answered: dict[TaskId, dict[int, RequestRow]] = {}
+        blocked: set[TaskId] = set()
         for req in await store.get_requests(run_id, checkpoint_id=base.id):
-            local = req.node.rsplit(".", 1)[-1]
+            local = TaskId.parse(req.node.rsplit(".", 1)[-1])
             answered.setdefault(local, {})[req.index] = req
             if req.answer is None:
                 blocked.add(local)
-        subs = [n for n in base.next_tasks if self.wf.nodes[node_of(n)].kind == "subworkflow"]
+        subs = [n for n in st.tasks if self.wf.nodes[n.node].kind == "subworkflow"]
         if subs:
             blocked |= blocked_subworkflows(self.prefix, step, subs,
                                             await store.get_requests(run_id, open_only=True))
         return saved, answered, blocked
 
     async def _run_tasks(
-        self, todo: Sequence[str], st: ThreadState, step: int, snapshot: Any,
-        answered: dict[str, dict[int, RequestRow]], resumed: bool,
-    ) -> tuple[list[TaskResult], set[str]]:
+        self, todo: Sequence[TaskId], st: ThreadState, step: int, snapshot: Any,
+        answered: dict[TaskId, dict[int, RequestRow]], resumed: bool,
+    ) -> tuple[list[TaskResult], set[TaskId]]:
         """Run tasks concurrently; save each finished write while siblings still run.
 
         Returns the results and the nodes whose writes were saved on the way.
@@ -240,7 +243,7 @@ class ThreadRunner:
         """
         fence = self.rc.fence
         fence.check()
-        saved_now: set[str] = set()
+        saved_now: set[TaskId] = set()
         if not todo:
             return [], saved_now
         queue: list[TaskResult] = []
@@ -281,15 +284,15 @@ class ThreadRunner:
         return results, saved_now
 
     def _task_write(self, st: ThreadState, r: TaskResult) -> TaskWrite:
-        return TaskWrite(run_id=self.rc.run_id, checkpoint_id=st.meta.id, node=r.node,
+        return TaskWrite(run_id=self.rc.run_id, checkpoint_id=st.meta.id, node=str(r.node),
                          data=r.to_bytes(), created_at=utcnow())
 
     async def _run_task(
-        self, node: str, st: ThreadState, step: int, snapshot: Any,
+        self, node: TaskId, st: ThreadState, step: int, snapshot: Any,
         answered: dict[int, RequestRow], resumed: bool,
     ) -> TaskResult:
-        spec = self.wf.nodes[node_of(node)]
-        qual = self.qualify(node)
+        spec = self.wf.nodes[node.node]
+        qual = self.qualify(str(node))
         log = _log.bind(run_id=self.rc.run_id, node=qual, superstep=step)
         self.rc.emit("node_started", self.namespace, step, qual)
         steps = await self.rc.store.get_steps(self.rc.run_id, st.meta.id, qual) if resumed else {}
@@ -301,7 +304,7 @@ class ThreadRunner:
         holder: list[Any] = []
 
         async def attempt() -> Any:
-            ctx = make_context(io, qual, step, st.histories.get(node, []), log, arg)
+            ctx = make_context(io, qual, step, st.histories.get(str(node), []), log, arg)
             holder[:] = [ctx]
             sub = (lambda: self._run_child(spec, view, st, step, node, arg)) \
                 if spec.kind == "subworkflow" else None
@@ -319,7 +322,7 @@ class ThreadRunner:
 
         try:
             out = await (spec.retry.call(attempt, on_retry) if spec.retry else attempt())
-            result = normalize(spec, self.schema, out, holder[0])
+            result = normalize(node, spec, self.schema, out, holder[0])
         except Interrupt as exc:
             return self._interrupted(node, qual, step, log, exc)
         except (LeaseLostError, CheckpointCorruptedError):
@@ -340,7 +343,7 @@ class ThreadRunner:
         self.rc.emit("node_completed", self.namespace, step, qual, keys=sorted(result.update))
         return result
 
-    def _interrupted(self, node: str, qual: str, step: int, log: Any,
+    def _interrupted(self, node: TaskId, qual: str, step: int, log: Any,
                      exc: Interrupt) -> TaskResult:
         for req in exc.requests:
             if req.kind == "request":  # a timer is no question to anyone
@@ -353,7 +356,7 @@ class ThreadRunner:
 
     # sub-workflows ------------------------------------------------------------
     def child_runner(self, spec: NodeSpec, st: ThreadState, step: int,
-                     task: str | None = None) -> ThreadRunner:
+                     task: TaskId | None = None) -> ThreadRunner:
         """The runner of the thread sub-workflow node ``spec`` runs in from ``st``.
 
         ``task`` names the instance (``review[2]``) when a ``Send`` started it.
@@ -361,13 +364,13 @@ class ThreadRunner:
         sub = spec.subworkflow
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
-        task = task or spec.id
+        task = task or TaskId(spec.id)
         return ThreadRunner(
             self.rc, sub.workflow, thread=f"{st.meta.id}/{task}",
-            namespace=self.qualify(task), request_prefix=f"{self.prefix}{task}@{step}/")
+            namespace=self.qualify(str(task)), request_prefix=f"{self.prefix}{task}@{step}/")
 
     async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int,
-                         task: str, arg: Any) -> Any:
+                         task: TaskId, arg: Any) -> Any:
         sub = spec.subworkflow
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
@@ -394,7 +397,7 @@ class ThreadRunner:
                 err = ErrorInfo(type="Error", message="failed", node=child.namespace)
             raised = SubworkflowError(err.node or child.namespace, err.type, err.message,
                                       err.traceback)
-            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(task),
+            self.rc.emit("subworkflow_failed", self.namespace, step, self.qualify(str(task)),
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
             raise raised
@@ -402,7 +405,7 @@ class ThreadRunner:
 
     # outcomes -----------------------------------------------------------------
     async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:
-        writes.sort(key=lambda r: task_key(r.node))
+        writes.sort(key=lambda r: r.node)
         values = dict(st.values)
         histories = dict(st.histories)
         grown = LogGrowth()
@@ -412,7 +415,7 @@ class ThreadRunner:
             routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
                                                for r in writes], st.meta.joins)
             return await self.commit_state(st, step, values, histories, changed, appended,
-                                           routed, tuple(r.node for r in writes))
+                                           routed, tuple(str(r.node) for r in writes))
         except BaseException:
             grown.undo()  # the old head's logs are as they were: nothing was committed
             raise
@@ -432,23 +435,24 @@ class ThreadRunner:
         refs = self._history_refs
         for r in writes:
             start = len(values.get(MESSAGES, ())) if refs else 0  # where its messages go
+            task = str(r.node)
             for name, value in r.update.items():
-                spec = self.schema.field(r.node, name)
+                spec = self.schema.field(task, name)
                 if spec.is_lww:
                     if name in lww:
-                        raise ConflictingUpdateError(name, [lww[name], r.node])
-                    lww[name] = r.node
+                        raise ConflictingUpdateError(name, [lww[name], task])
+                    lww[name] = task
                     values[name] = freeze(value)
                     changed[name] = r.encoded[name]
                 elif spec.is_log:
                     values[name] = grown.append(values.get(name, ()), value)
                     appended.setdefault(name, []).append(r.encoded[name])
                 else:
-                    values[name] = freeze(self.schema.reduce(r.node, name, values.get(name), value))
+                    values[name] = freeze(self.schema.reduce(task, name, values.get(name), value))
                     changed[name] = None
             if r.history:
-                histories[r.node] = grown.append(histories.get(r.node, ()), r.history)
-                appended.setdefault(history_channel(r.node), []).append(
+                histories[task] = grown.append(histories.get(task, ()), r.history)
+                appended.setdefault(history_channel(task), []).append(
                     history_chunk(r, start) if refs else r.history_bytes or b"[]")
         return changed, appended
 
@@ -472,23 +476,25 @@ class ThreadRunner:
             data = data if data is not None else encode_field("<merge>", name, values[name])
             if value_bytes.get(name) != data:
                 vals[name] = value_bytes[name] = data
-        appends = {ch: join_arrays(chunks) for ch, chunks in appended.items()}
+        stored = log_channels(base)  # a log a migration rewrote has a channel of its own
+        appends = {stored.get(ch, ch): join_arrays(chunks) for ch, chunks in appended.items()}
         lengths = dict(base.log_lengths)
         for ch in appended:
             node = ch.removeprefix("history:") if ch.startswith("history:") else None
-            lengths[ch] = len(histories[node]) if node is not None else len(values[ch])
+            lengths[stored.get(ch, ch)] = len(histories[node] if node is not None else values[ch])
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
         if pause and routed.next_tasks:
             status = RunStatus.WAITING
+        tasks, args = stored_tasks(routed.next_tasks, routed.args)
         meta = CheckpointMeta(
             id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
             namespace=self.namespace, parent_id=base.id, seq=seq, superstep=step,
             created_at=utcnow(), status=status, source=source, nodes=nodes,
-            routing_reason=routed.reason, next_tasks=routed.next_tasks, joins=routed.joins,
+            routing_reason=routed.reason, next_tasks=tasks, joins=routed.joins,
             value_versions={**base.value_versions, **dict.fromkeys(vals, seq)},
-            log_lengths=lengths, task_args=routed.args,
+            log_lengths=lengths, task_args=args,
             size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
-            + sum(map(len, routed.args.values())))
+            + sum(map(len, args.values())))
         run = None
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
@@ -512,10 +518,10 @@ class ThreadRunner:
             task_writes=[self._task_write(st, r) for r in unsaved], requests=requests, run=run)
         return ThreadOutcome(RunStatus.WAITING, st, requests=requests)
 
-    async def _fail(self, st: ThreadState, exc: BaseException, node: str | None,
+    async def _fail(self, st: ThreadState, exc: BaseException, node: TaskId | None,
                     unsaved: list[TaskResult], requests: list[RequestRow] | None = None,
                     reopen: list[str] | None = None) -> ThreadOutcome:
-        qual = self.qualify(node) if node else (self.namespace or None)
+        qual = self.qualify(str(node)) if node else (self.namespace or None)
         if isinstance(exc, SubworkflowError):
             # the run's error names the inner exception itself, where it was raised
             err = ErrorInfo(type=exc.error_type, message=exc.error_message, node=exc.path,

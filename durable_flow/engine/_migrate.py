@@ -27,6 +27,7 @@ from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
 from ..model._records import RunStatus
 from ..model._serde import decode, encode
+from ..model._task_id import TaskId
 from ..model._versions import Migration
 from ..store._protocols import (
     Carry,
@@ -36,8 +37,18 @@ from ..store._protocols import (
     RunRecord,
     RunUpdate,
 )
+from ._histories import MESSAGES
+from ._instances import task_arg
 from ._loop import RunContext
-from ._state import HISTORY_PREFIX, ThreadState, decode_raw, encode_field, input_values
+from ._state import (
+    HISTORY_PREFIX,
+    REWRITTEN,
+    ThreadState,
+    decode_raw,
+    encode_field,
+    input_values,
+    log_channels,
+)
 from ._task import TaskResult
 
 __all__ = ["MigrationPlan", "commit_migration", "plan_migration"]
@@ -67,7 +78,7 @@ async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) 
 
     Raises ``WorkflowMismatchError`` (no migration from the run's version, a
     node the new version lacks, a sub-workflow in flight, a finished task's
-    write the new blackboard rejects, an ``append`` field rewritten) or
+    write the new blackboard rejects, an instance's arg its node now rejects) or
     ``InvalidInputError`` (the migration failed or its values do not fit).
     """
     migration = workflow.migrations.get(record.workflow_version)
@@ -79,16 +90,31 @@ async def plan_migration(rc: RunContext, workflow: Workflow, record: RunRecord) 
     store, head = rc.store, record.head_checkpoint_id or ""
     loaded = await store.load_checkpoint(record.run_id, head)
     meta = loaded.meta
-    await _check_nodes(rc, workflow, record, migration, meta)
+    renames = await _check_nodes(rc, workflow, record, migration, meta)
     raw, histories = decode_raw(loaded)
     values = _migrated_values(workflow, record, migration, raw)
     write, state = _checkpoint(workflow, record, migration, loaded, raw, histories, values)
-    return MigrationPlan(write, state, Carry(meta.id, dict(migration.nodes)))
+    for task in write.meta.next_tasks:  # each instance's arg must fit its node's new arg_type
+        _fits(workflow, record, write.meta, task)
+    return MigrationPlan(write, state, Carry(meta.id, renames))
+
+
+def _fits(workflow: Workflow, record: RunRecord, meta: CheckpointMeta, stored: str) -> None:
+    task = TaskId.parse(stored)
+    try:
+        task_arg(meta, workflow.nodes[task.node], task)
+    except CheckpointCorruptedError as exc:
+        raise _mismatch(workflow, record, f"the arg of {stored!r} does not fit version "
+                        f"{workflow.version!r} ({exc.reason})") from None
 
 
 async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
-                       migration: Migration, meta: CheckpointMeta) -> None:
-    """Every node the head still needs exists in the new version; nothing nested is in flight."""
+                       migration: Migration, meta: CheckpointMeta) -> dict[str, str]:
+    """Every node the head still needs exists in the new version; nothing nested is in flight.
+
+    Returns the renames of the task ids recorded at the head (instances keep
+    their index), for the ``Carry`` that moves their rows.
+    """
     store = rc.store
     for node in meta.next_tasks:
         if await store.thread_head(record.run_id, f"{meta.id}/{node}") is not None:
@@ -97,16 +123,17 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
                             f"finish it on version {record.workflow_version!r} first; "
                             "nothing was written")
     rows = await store.get_requests(record.run_id, checkpoint_id=meta.id)
-    needed = {*meta.next_tasks, *(r.node for r in rows)}
-    missing = sorted(n for n in needed if migration.node(n) not in workflow.nodes)
+    writes = await store.get_task_writes(record.run_id, meta.id)
+    needed = {*meta.next_tasks, *(r.node for r in rows), *(w.node for w in writes)}
+    missing = sorted({migration.node(TaskId.parse(n).node) for n in needed} - set(workflow.nodes))
     if missing:
         raise _mismatch(workflow, record,
                         f"version {workflow.version!r} has no node "
-                        + ", ".join(repr(migration.node(n)) for n in missing)
+                        + ", ".join(map(repr, missing))
                         + " (needed by the run's next tasks or pending requests; "
                         "map renamed nodes with migrate(..., nodes={old: new}))")
-    for write in await store.get_task_writes(record.run_id, meta.id):
-        renamed = dataclasses.replace(write, node=migration.node(write.node))
+    for write in writes:
+        renamed = dataclasses.replace(write, node=migration.task(write.node))
         try:
             TaskResult.from_write(renamed, workflow.schema)
         except CheckpointCorruptedError as exc:
@@ -115,6 +142,7 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
                             f"{workflow.version!r} cannot take ({exc.reason})",
                             f"finish the superstep on version {record.workflow_version!r} "
                             "first; nothing was written") from None
+    return {n: migration.task(n) for n in needed if migration.task(n) != n}
 
 
 def _migrated_values(workflow: Workflow, record: RunRecord, migration: Migration,
@@ -141,55 +169,81 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
                 loaded: LoadedCheckpoint, raw: dict[str, Any],
                 histories: dict[str, list[Message]], values: dict[str, Any],
                 ) -> tuple[CheckpointWrite, ThreadState]:
-    """The ``migrate`` checkpoint: every value channel written, log channels extended."""
+    """The ``migrate`` checkpoint: every value channel written, log channels extended.
+
+    A log whose old items the migration changed starts over in a channel of its
+    own (``_log``); when that is ``messages``, the node histories referring to
+    it are written whole too.
+    """
     meta, seq = loaded.meta, loaded.meta.seq + 1
     vals: dict[str, bytes] = {}
     appends: dict[str, bytes] = {}
     lengths: dict[str, int] = {}
+    rewritten: set[str] = set()
     for name, value in values.items():
         spec = workflow.schema.fields.get(name)
         if spec is None or not spec.is_log:
             vals[name] = encode_field(_WRITER, name, value)
-            continue
-        items = list(value)
-        kept = len(raw[name]) if name in meta.log_lengths and isinstance(raw.get(name), list) \
-            else 0
-        if kept and _plain(items[:kept]) != _plain(raw[name]):
-            raise _mismatch(workflow, record,
-                            f"the migration rewrites the items of the append field {name!r}; "
-                            "it may keep them and add new ones")
-        if len(items) > kept:
-            appends[name] = encode_field(_WRITER, name, items[kept:])
-        lengths[name] = len(items)
-    moved = _histories(workflow, record, migration, meta, histories, appends, lengths)
+        elif _log(name, list(value), raw, log_channels(meta), seq, appends, lengths):
+            rewritten.add(name)
+    moved = _histories(workflow, record, migration, meta, histories, appends, lengths,
+                       whole=MESSAGES in rewritten)
     routed_joins = {migration.node(t): tuple(migration.node(s) for s in sources)
                     for t, sources in meta.joins.items()}
-    next_tasks = tuple(migration.node(n) for n in meta.next_tasks)
+    next_tasks = tuple(migration.task(n) for n in meta.next_tasks)
+    args = {migration.task(n): data for n, data in meta.task_args.items()}
     new = CheckpointMeta(
         id=new_checkpoint_id(), run_id=record.run_id, thread="", namespace="", parent_id=meta.id,
         seq=seq, superstep=meta.superstep + 1, created_at=utcnow(),
         status=RunStatus.RUNNING if next_tasks else RunStatus.COMPLETED, source="migrate",
         routing_reason=f"migrated from version {record.workflow_version} to {workflow.version}",
         next_tasks=next_tasks, joins=routed_joins, value_versions=dict.fromkeys(vals, seq),
-        log_lengths=lengths,
-        size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+        log_lengths=lengths, task_args=args,
+        size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
+        + sum(map(len, args.values())))
     state = ThreadState(meta=new, values=values, histories=moved, value_bytes=vals)
     return CheckpointWrite(new, vals, appends), state
 
 
+def _log(name: str, items: list[Any], raw: dict[str, Any], channels: dict[str, str], seq: int,
+         appends: dict[str, bytes], lengths: dict[str, int]) -> bool:
+    """Write the log ``name`` of the migrate checkpoint (at ``seq``); True if it was rewritten.
+
+    Items that keep the old ones and add new ones are appended; otherwise the
+    migration's items replace the old ones (not through the reducer): they are
+    written whole to ``<name>#<seq>``, a channel older checkpoints never read.
+    """
+    stored = channels.get(name)
+    kept = len(raw[name]) if stored is not None and isinstance(raw.get(name), list) else 0
+    rewritten = bool(kept) and _plain(items[:kept]) != _plain(raw[name])
+    channel, start = (f"{name}{REWRITTEN}{seq}", 0) if rewritten else (stored or name, kept)
+    if len(items) > start:
+        appends[channel] = encode_field(_WRITER, name, items[start:])
+    lengths[channel] = len(items)
+    return rewritten
+
+
 def _histories(workflow: Workflow, record: RunRecord, migration: Migration,
                meta: CheckpointMeta, histories: dict[str, list[Message]],
-               appends: dict[str, bytes], lengths: dict[str, int]) -> dict[str, list[Message]]:
-    """Node histories under the new node ids; a renamed node's history moves to a new channel."""
+               appends: dict[str, bytes], lengths: dict[str, int], *,
+               whole: bool) -> dict[str, list[Message]]:
+    """Node histories under the new task ids; a renamed task's history moves to a new channel.
+
+    ``whole`` (the ``messages`` log was rewritten, so references into it no
+    longer hold): every history is written whole to a channel of its own.
+    """
+    channels, seq = log_channels(meta), meta.seq + 1
     moved: dict[str, list[Message]] = {}
     for node, messages in histories.items():
-        new = migration.node(node)
-        channel = HISTORY_PREFIX + new
-        if new != node:
-            if channel in meta.log_lengths or new in moved:
-                raise _mismatch(workflow, record,
-                                f"node {node!r} is renamed to {new!r}, which has a history "
-                                "of its own already")
+        new = migration.task(node)
+        name = HISTORY_PREFIX + new
+        channel = channels.get(name, name)
+        if new != node and (name in channels or new in moved):
+            raise _mismatch(workflow, record,
+                            f"node {node!r} is renamed to {new!r}, which has a history "
+                            "of its own already")
+        if whole or new != node:
+            channel = f"{name}{REWRITTEN}{seq}" if whole else name
             appends[channel] = encode_field(new, "history", list(messages))
         lengths[channel] = len(messages)
         moved[new] = FrozenList(messages)

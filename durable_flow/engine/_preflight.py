@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model._send import node_of
 from ..model._serde import decode
 from ._instances import task_arg
 from ._state import DAMAGE, ThreadState, corrupted
@@ -36,12 +35,12 @@ async def preflight(runner: ThreadRunner, st: ThreadState) -> None:
     for req in await store.get_requests(run_id, checkpoint_id=base.id):
         if req.answer is not None:
             _check(run_id, base.id, req.answer, f"the answer to {req.id!r}")
-    for node in base.next_tasks:
-        spec = runner.wf.nodes.get(node_of(node))
+    for node in st.tasks:
+        spec = runner.wf.nodes.get(node.node)
         if spec is None:
             continue
         task_arg(base, spec, node)
-        qual = runner.qualify(node)
+        qual = runner.qualify(str(node))
         for name, data in (await store.get_steps(run_id, base.id, qual)).items():
             _check(run_id, base.id, data, f"the step {name!r} of {qual!r}")
         if spec.kind == "subworkflow" and spec.subworkflow is not None:

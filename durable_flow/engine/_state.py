@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -11,18 +12,27 @@ from pydantic import TypeAdapter
 
 from ..errors import CheckpointCorruptedError, InvalidInputError, SerializationError
 from ..model._blackboard import Blackboard, StateSchema
+from ..model._clock import utcnow
 from ..model._frozen import FrozenList, LogBuffer, freeze
+from ..model._ids import new_checkpoint_id
 from ..model._messages import Message
+from ..model._records import CheckpointSource, RunStatus
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
-from ..store._protocols import CheckpointMeta, LoadedCheckpoint
+from ..model._task_id import TaskId
+from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
-    "DAMAGE", "HISTORY_PREFIX", "LogGrowth", "ThreadState", "corrupted", "decode_checkpoint",
-    "decode_raw", "encode_field", "log_items",
+    "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
+    "decode_checkpoint", "decode_raw", "encode_field", "log_channels", "log_items", "log_name",
+    "self_contained", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
+# A log a migration rewrote starts over in a channel of its own, ``<name>#<seq>``
+# (a store reads a checkpoint's logs only from the channels its log_lengths name);
+# field names and node ids never hold "#".
+REWRITTEN = "#"
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
@@ -33,12 +43,20 @@ class ThreadState:
     ``values`` and ``histories`` are deeply read-only (``freeze``d once when
     they entered the state: input, merge, decoded checkpoint), so they are
     shared, never copied, by every task, later supersteps and results.
+    ``tasks`` and ``args`` are the checkpoint's next tasks and their args,
+    their stored ids parsed once into ``TaskId``s.
     """
 
     meta: CheckpointMeta
     values: dict[str, Any]
     histories: dict[str, list[Message]]
     value_bytes: dict[str, bytes] = field(default_factory=dict)
+    tasks: tuple[TaskId, ...] = field(init=False)
+    args: dict[TaskId, bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tasks = tuple(map(TaskId.parse, self.meta.next_tasks))
+        self.args = {TaskId.parse(t): data for t, data in self.meta.task_args.items()}
 
     def blackboard(self, schema: StateSchema) -> Blackboard:
         """A deeply read-only Blackboard of the current values (``RunResult.state``).
@@ -99,6 +117,16 @@ def corrupted(run_id: str, checkpoint_id: str, exc: BaseException,
     return CheckpointCorruptedError(run_id, checkpoint_id, f"{what}: {reason}" if what else reason)
 
 
+def log_name(channel: str) -> str:
+    """What a stored log channel holds: a field or ``history:<task>`` (``notes#5`` -> ``notes``)."""
+    return channel.partition(REWRITTEN)[0]
+
+
+def log_channels(meta: CheckpointMeta) -> dict[str, str]:
+    """The stored channel of each log a checkpoint sees, by what it holds."""
+    return {log_name(channel): channel for channel in meta.log_lengths}
+
+
 def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
     """Plain values and node histories of a checkpoint, without any schema."""
     raw = _raw_values(loaded)
@@ -115,7 +143,7 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
 def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
     """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
     own = schema.cls.model_fields.get(MESSAGES)
-    typed = (MESSAGES in loaded.meta.log_lengths and own is not None
+    typed = (MESSAGES in log_channels(loaded.meta) and own is not None
              and own.annotation == Blackboard.model_fields[MESSAGES].annotation)
     # the messages log, the longest, is validated straight from its bytes
     raw = _raw_values(loaded, skip=MESSAGES if typed else None)
@@ -140,8 +168,9 @@ def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, 
         for channel, data in loaded.values.items():
             raw[channel] = decode(data)
         for channel, length in meta.log_lengths.items():
-            if not channel.startswith(HISTORY_PREFIX) and channel != skip:
-                raw[channel] = _concat(loaded.logs.get(channel, []), length)
+            name = log_name(channel)
+            if not name.startswith(HISTORY_PREFIX) and name != skip:
+                raw[name] = _concat(loaded.logs.get(channel, []), length)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
     return raw
@@ -149,11 +178,11 @@ def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, 
 
 def _messages_log(loaded: LoadedCheckpoint) -> list[Message]:
     """The thread's ``messages`` log as ``Message`` objects (empty when it has none)."""
-    length = loaded.meta.log_lengths.get(MESSAGES)
-    if length is None:
+    channel = log_channels(loaded.meta).get(MESSAGES)
+    if channel is None:
         return []
     try:
-        return _messages(loaded.logs.get(MESSAGES, []), length, list)
+        return _messages(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc,
                         f"channel {MESSAGES!r}") from None
@@ -168,7 +197,7 @@ def _histories(loaded: LoadedCheckpoint,
     try:
         for channel, length in meta.log_lengths.items():
             if channel.startswith(HISTORY_PREFIX):
-                histories[channel[len(HISTORY_PREFIX):]] = _messages(
+                histories[log_name(channel)[len(HISTORY_PREFIX):]] = _messages(
                     loaded.logs.get(channel, []), length, messages)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
@@ -240,7 +269,8 @@ def log_items(loaded: LoadedCheckpoint, channel: str) -> list[Any]:
 
 def _plain_messages(loaded: LoadedCheckpoint) -> list[Any]:
     """The plain items of the thread's ``messages`` log (none when it has no such log)."""
-    return log_items(loaded, MESSAGES) if MESSAGES in loaded.meta.log_lengths else []
+    channel = log_channels(loaded.meta).get(MESSAGES)
+    return log_items(loaded, channel) if channel is not None else []
 
 
 def _list(value: Any) -> list[Any]:
@@ -252,6 +282,33 @@ def _list(value: Any) -> list[Any]:
 def _reason(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{type(exc).__name__}: {text}"
+
+
+def stored_tasks(tasks: Iterable[TaskId], args: Mapping[TaskId, bytes]
+                 ) -> tuple[tuple[str, ...], dict[str, bytes]]:
+    """Next tasks and their args as a checkpoint stores them (task ids as text)."""
+    return tuple(map(str, tasks)), {str(t): data for t, data in args.items()}
+
+
+def self_contained(loaded: LoadedCheckpoint, run_id: str, thread: str, *, carried: bool,
+                   source: CheckpointSource = "fork") -> CheckpointWrite:
+    """A self-contained copy (every channel written) as the first checkpoint of a thread.
+
+    A ``carried`` copy continues its superstep, so a waiting one stays waiting.
+    Whole logs are written each in the plain channel of what it holds.
+    """
+    m = loaded.meta
+    status = RunStatus.RUNNING if m.next_tasks else RunStatus.COMPLETED
+    if carried and m.status is RunStatus.WAITING:
+        status = RunStatus.WAITING
+    appends = {log_name(ch): encode(log_items(loaded, ch)) for ch in m.log_lengths}
+    meta = dataclasses.replace(
+        m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
+        created_at=utcnow(), source=source, status=status,
+        log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
+        value_versions=dict.fromkeys(loaded.values, 0), error=None,
+        size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
+    return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 
 
 def history_channel(node: str) -> str:

@@ -16,6 +16,7 @@ from ..model._graph import Command, NodeSpec
 from ..model._messages import Message
 from ..model._send import Send
 from ..model._serde import decode
+from ..model._task_id import TaskId
 from ._context import Interrupt, NodeContext, TaskIO
 from ._instances import split_goto
 from ._state import DAMAGE, corrupted, encode_field
@@ -33,11 +34,11 @@ TaskKind = Literal["done", "interrupted", "failed"]
 class TaskResult:
     """How one task ended: an update, a pause for input, or an error.
 
-    ``node`` is the task id (``summarize[3]`` for an instance of a ``Send``);
+    ``node`` is the task (``summarize[3]`` for an instance of a ``Send``);
     ``sends`` are the ``Send``s of its ``Command`` with their encoded args.
     """
 
-    node: str
+    node: TaskId
     kind: TaskKind
     update: dict[str, Any] = field(default_factory=dict)
     encoded: dict[str, bytes] = field(default_factory=dict)
@@ -71,13 +72,14 @@ class TaskResult:
         superstep's base checkpoint.
         """
         try:
-            return cls._from_bytes(write.node, write.data, schema)
+            return cls._from_bytes(TaskId.parse(write.node), write.data, schema)
         except (*DAMAGE, StateUpdateError) as exc:
             raise corrupted(write.run_id, write.checkpoint_id, exc,
                             f"the task write of {write.node!r}") from None
 
     @classmethod
-    def _from_bytes(cls, node: str, data: bytes, schema: StateSchema) -> TaskResult:
+    def _from_bytes(cls, task: TaskId, data: bytes, schema: StateSchema) -> TaskResult:
+        node = str(task)
         raw = decode(data)
         if not isinstance(raw, dict) or not isinstance(raw.get("update"), dict):
             raise TypeError("expected a JSON object with an 'update' object")
@@ -90,7 +92,7 @@ class TaskResult:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("'reason' is not text")
         sends = tuple(_send(s) for s in _list(raw.get("sends") or []))
-        result = cls(node=node, kind="done", update=update, history=history,
+        result = cls(node=task, kind="done", update=update, history=history,
                      goto=tuple(goto) if goto is not None else None, reason=reason,
                      sends=sends, send_bytes=tuple(encode_field(node, "arg", s.arg)
                                                    for s in sends))
@@ -164,12 +166,9 @@ async def call_node(
 
 
 def normalize(
-    spec: NodeSpec, schema: StateSchema, out: Any, ctx: NodeContext
+    task: TaskId, spec: NodeSpec, schema: StateSchema, out: Any, ctx: NodeContext
 ) -> TaskResult:
-    """Validate and encode what a node returned; errors name node and field.
-
-    The result's ``node`` is the task id: the last part of ``ctx.node``.
-    """
+    """Validate and encode what the node of ``task`` returned; errors name node and field."""
     targets: tuple[str | Send, ...] | None = None
     reason: str | None = None
     if out is None:
@@ -191,18 +190,18 @@ def normalize(
     if "messages" in validated:
         history.extend(validated["messages"])
     hist_bytes = encode_field(ctx.node, "history", history) if history else None
-    return TaskResult(node=ctx.node.rsplit(".", 1)[-1], kind="done", update=validated,
+    return TaskResult(node=task, kind="done", update=validated,
                       encoded=encoded, history=history, history_bytes=hist_bytes, goto=goto,
                       reason=reason, sends=sends, send_bytes=send_bytes)
 
 
-def interrupted(node: str, exc: Interrupt) -> TaskResult:
+def interrupted(node: TaskId, exc: Interrupt) -> TaskResult:
     """A task that paused for input."""
     return TaskResult(node=node, kind="interrupted", requests=list(exc.requests),
                       reopen=dict(exc.reopen))
 
 
-def failed(node: str, exc: BaseException) -> TaskResult:
+def failed(node: TaskId, exc: BaseException) -> TaskResult:
     """A task that raised."""
     return TaskResult(node=node, kind="failed", error=exc)
 

@@ -26,7 +26,6 @@ from ..errors import (
     DurableFlowError,
     EventTimeoutError,
     InvalidInputError,
-    InvalidResponseError,
     LeaseLostError,
     RequestTimeoutError,
 )
@@ -141,7 +140,9 @@ async def wait_event(ctx: NodeContext, name: str, response_type: Any,
     try:
         return adapter.validate_python(payload)
     except ValidationError as exc:
-        raise _own(InvalidResponseError(row.id, f"event {name!r}: {exc}")) from None
+        # a kept event that does not fit: dropped (logged), and the wait goes on
+        reason = "; ".join(e["msg"] for e in exc.errors())
+        raise Interrupt([], reopen={row.id: f"event {name!r} dropped: {reason}"}) from None
 
 
 def with_deadline(row: RequestRow, timeout: float | timedelta | None) -> RequestRow:

@@ -8,7 +8,8 @@ from typing import Any
 
 from ._graph import END, Workflow
 from ._paths import resolve_path
-from ._send import Send, encode_arg, instance_id, node_of, task_key
+from ._send import Send, encode_arg
+from ._task_id import TaskId
 
 __all__ = ["Completed", "Routed", "route", "route_entry"]
 
@@ -17,11 +18,11 @@ __all__ = ["Completed", "Routed", "route", "route_entry"]
 class Completed:
     """A task that finished this superstep, with its dynamic routing if any.
 
-    ``node`` is the task id (``summarize[3]`` for an instance); ``sends`` are
+    ``node`` is the task (``summarize[3]`` for an instance); ``sends`` are
     the ``Send`` targets of its ``Command`` (``goto`` holds the plain ones).
     """
 
-    node: str
+    node: TaskId
     goto: tuple[str, ...] | None = None
     reason: str | None = None
     sends: tuple[Send, ...] = ()
@@ -34,11 +35,11 @@ class Routed:
     ``args`` holds the encoded argument of every instance in ``next_tasks``.
     """
 
-    next_tasks: tuple[str, ...]
+    next_tasks: tuple[TaskId, ...]
     joins: dict[str, tuple[str, ...]]
     reason: str | None
     skipped: list[str] = field(default_factory=list)
-    args: dict[str, bytes] = field(default_factory=dict)
+    args: dict[TaskId, bytes] = field(default_factory=dict)
 
 
 class _Router:
@@ -46,22 +47,30 @@ class _Router:
         self.wf = wf
         self.state = state
         self.joins = {t: set(v) for t, v in joins.items()}
-        self.next: set[str] = set()
+        self.next: set[TaskId] = set()
         self.reasons: list[str] = []
         self.skipped: list[str] = []
-        self.args: dict[str, bytes] = {}
+        self.args: dict[TaskId, bytes] = {}
         self.counts: dict[str, int] = {}  # instances started per node
+        self.joined: set[str] = set()  # nodes whose completion reached the join buffers
+        self.routed: set[str] = set()  # nodes whose own edges were followed
 
-    def complete(self, task: str, goto: tuple[str, ...] | None, visited: frozenset[str],
+    def complete(self, task: TaskId, goto: tuple[str, ...] | None, visited: frozenset[str],
                  sends: tuple[Send, ...] = ()) -> None:
-        node = node_of(task)
-        for fan in self.wf.fan_ins:
-            if node in fan.sources:
-                buf = self.joins.setdefault(fan.target, set())
-                buf.add(node)
-                if buf >= set(fan.sources):
-                    del self.joins[fan.target]
-                    self.schedule(fan.target, visited)
+        """Route one finished task; a node's instances complete it once per superstep.
+
+        The join buffers and the node's own edges (and maps) see the node once,
+        however many instances ran; each instance's ``goto`` and ``Send``s are
+        its own.
+        """
+        node = task.node
+        if node not in self.joined:
+            self.joined.add(node)
+            self.join(node, visited)
+        if goto is None:
+            if node in self.routed:
+                goto = ()
+            self.routed.add(node)
         for target in goto if goto is not None else self.targets(node):
             path = self.wf.maps.get((node, target)) if goto is None else None
             if path is None:
@@ -70,6 +79,16 @@ class _Router:
                 self.map(node, target, path, visited)
         for send in sends:
             self.send(send.node, send.arg, visited)
+
+    def join(self, node: str, visited: frozenset[str]) -> None:
+        """Add ``node`` to the buffers of the fan-ins it feeds; start those now complete."""
+        for fan in self.wf.fan_ins:
+            if node in fan.sources:
+                buf = self.joins.setdefault(fan.target, set())
+                buf.add(node)
+                if buf >= set(fan.sources):
+                    del self.joins[fan.target]
+                    self.schedule(fan.target, visited)
 
     def targets(self, node: str) -> list[str]:
         out = []
@@ -93,15 +112,15 @@ class _Router:
         return out
 
     def schedule(self, target: str, visited: frozenset[str]) -> None:
-        if target == END or target in self.next:
+        if target == END or TaskId(target) in self.next:
             return
         spec = self.wf.nodes[target]
         if spec.skip_if is not None and target not in visited and spec.skip_if(self.state):
             self.skipped.append(target)
             self.reasons.append(f"skipped {target}")
-            self.complete(target, None, visited | {target})
+            self.complete(TaskId(target), None, visited | {target})
             return
-        self.next.add(target)
+        self.next.add(TaskId(target))
 
     def send(self, target: str, arg: Any, visited: frozenset[str]) -> None:
         """Start the next instance of ``target`` (skipped as a whole when it is skippable)."""
@@ -112,7 +131,7 @@ class _Router:
             return
         index = self.counts.get(target, 0)
         self.counts[target] = index + 1
-        task = instance_id(target, index)
+        task = TaskId(target, index)
         self.args[task] = encode_arg(spec, task, arg)
         self.next.add(task)
 
@@ -130,7 +149,7 @@ class _Router:
 
     def result(self) -> Routed:
         return Routed(
-            next_tasks=tuple(sorted(self.next, key=task_key)),
+            next_tasks=tuple(sorted(self.next)),
             joins={t: tuple(sorted(v)) for t, v in sorted(self.joins.items()) if v},
             # the instances of one node route alike: their reasons are said once
             reason="; ".join(dict.fromkeys(self.reasons)) or None,
@@ -146,12 +165,11 @@ def route(
     naming the instance (see :func:`encode_arg`).
     """
     router = _Router(wf, state, joins)
-    for done in sorted(completed, key=lambda c: task_key(c.node)):
+    for done in sorted(completed, key=lambda c: c.node):
         if done.reason:
             router.reasons.append(done.reason)  # the node's own words, verbatim
-        node = node_of(done.node)
-        router.complete(done.node, done.goto, frozenset({node}), done.sends)
-    if any(node_of(done.node) in wf.exits for done in completed):
+        router.complete(done.node, done.goto, frozenset({done.node.node}), done.sends)
+    if any(done.node.node in wf.exits for done in completed):
         return Routed(next_tasks=(), joins={}, reason=router.result().reason,
                       skipped=router.skipped)
     return router.result()

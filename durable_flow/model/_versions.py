@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ._task_id import TaskId
+
 __all__ = ["Migration", "first_difference"]
 
 
@@ -34,6 +36,10 @@ class Migration:
     def node(self, old: str) -> str:
         """The new id of node ``old`` (itself when it was not renamed)."""
         return self.nodes.get(old, old)
+
+    def task(self, old: str) -> str:
+        """The new id of the stored task id ``old``: its node renamed, an instance keeping its index."""
+        return str(TaskId.parse(old).renamed(self.nodes))
 
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:

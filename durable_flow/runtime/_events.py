@@ -1,5 +1,7 @@
 """Events for runs (``Runtime.send_event``) and the rule that a run asleep is left alone.
 
+When the run already waits for the event, the payload is checked against
+the waiting node's type first (``InvalidResponseError``, nothing stored).
 An event is kept in the run's mailbox by the store, which delivers it to
 exactly one wait, in the order sent (see ``Mailbox``); a waiting run it was
 delivered to becomes ``queued``, and the workers of this process are woken
@@ -15,6 +17,7 @@ from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ..model._serde import encode
 from ..store._protocols import CheckpointStore, RunRecord
+from ._responses import check_event
 from ._signals import signals_for
 
 __all__ = ["asleep", "send_event"]
@@ -30,6 +33,7 @@ async def send_event(store: CheckpointStore, run_id: str, name: str, payload: An
         data = encode(payload)
     except TypeError as exc:
         raise InvalidInputError(f"the payload of event {name!r} cannot be stored: {exc}") from None
+    await check_event(store, run_id, name, payload)
     record = await store.send_event(run_id, name, data)
     if record.status is RunStatus.QUEUED:
         signals_for(store).wake()

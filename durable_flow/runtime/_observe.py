@@ -32,6 +32,7 @@ flood. Warnings and errors are written either way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -101,6 +102,9 @@ class RunObserver:
                 getattr(self.log, level)(final.kind, **fields)
             if self._verbose:
                 self.log.debug("lease_released", status=result.status.value)
+        elif isinstance(error, asyncio.CancelledError):
+            if self._verbose:  # stopped on purpose (Ctrl-C, a worker's stop): no warning
+                self.log.info("run_stopped", error="cancelled")
         elif error is not None:
             self.log.warning("run_stopped", error=f"{type(error).__name__}: {error}")
         if self._trace is not None:

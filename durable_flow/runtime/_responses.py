@@ -20,7 +20,7 @@ from ..model._serde import as_bytes, encode
 from ..store._protocols import CheckpointStore, RequestRow, RunRecord
 from ._inspect import response_schema
 
-__all__ = ["check_responses", "format_checker", "only_repeats"]
+__all__ = ["check_event", "check_responses", "format_checker", "only_repeats"]
 
 
 async def only_repeats(store: CheckpointStore, record: RunRecord,
@@ -66,6 +66,37 @@ async def check_responses(
         _validate(rid, row, to_jsonable_python(answer), schema)
         answers[rid] = data
     return answers, repeated
+
+
+async def check_event(store: CheckpointStore, run_id: str, name: str, payload: Any) -> None:
+    """``InvalidResponseError`` when a wait for event ``name`` is open and ``payload`` fails it.
+
+    The event would go to the run's oldest open wait for ``name`` (unless
+    events of that name are already kept ahead of it): its recorded type
+    (the JSON Schema of the node's ``response_type``) checks the payload
+    before anything is stored, as an answer is checked. Nothing is written.
+    """
+    waits = [r for r in await store.get_requests(run_id, open_only=True)
+             if r.kind == "event" and not r.timed_out and _event_name(r) == name]
+    if not waits:
+        return  # kept for a wait to come; checked when it is delivered
+    if any(m.name == name and m.request_id is None for m in await store.get_mail(run_id)):
+        return  # earlier events of this name go first
+    wait = waits[0]
+    schema = _stored(wait, lambda r: response_schema(r.response_schema), "event type")
+    try:
+        _validate(wait.id, wait, to_jsonable_python(payload), schema)
+    except InvalidResponseError as exc:
+        raise InvalidResponseError(
+            wait.id, f"event {name!r} does not fit the type node {wait.node!r} waits for: "
+                     f"{exc.reason}", schema) from None
+
+
+def _event_name(row: RequestRow) -> Any:
+    try:
+        return orjson.loads(as_bytes(row.payload))
+    except orjson.JSONDecodeError:
+        return None  # a damaged wait; delivering to it fails its run, as before
 
 
 def _stored(row: RequestRow, read: Callable[[RequestRow], Any], what: str) -> Any:

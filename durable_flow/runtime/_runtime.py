@@ -451,8 +451,12 @@ class Runtime:
         ``ctx.wait_event(name)``, in the order events were sent; one sent
         before the node waits is kept for it. A ``waiting`` run it is
         delivered to becomes ``queued`` (a worker continues it, or a later
-        ``resume``). ``payload`` must be storable. Raises ``RunNotFoundError``,
-        or ``RunNotResumableError`` for a completed or cancelled run.
+        ``resume``). ``payload`` must be storable; when the run already waits
+        for ``name`` it must fit the waiting node's type (else
+        ``InvalidResponseError``, nothing stored; an event kept from before the
+        wait that does not fit is dropped with a warning when delivered).
+        Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a
+        completed or cancelled run.
         """
         await send_event(self.store, run_id, name, payload)
 
@@ -463,37 +467,6 @@ class Runtime:
         ``timedelta``; None waits for as long as it takes).
         """
         return await settled(self.store, self._inspect, run_id, seconds("timeout", timeout))
-
-    async def prepare_claimed(self, workflow: Workflow, record: RunRecord
-                              ) -> tuple[ThreadState, dict[str, ThreadState]]:
-        """Check that ``workflow`` can start a claimed run; read what its first superstep uses.
-
-        Raises what keeps the run from starting (``WorkflowMismatchError``,
-        ``CheckpointCorruptedError``, ...) having run nothing; internal to workers.
-        """
-        await check_graph(self.store, workflow, record)
-        return await self._prepared(workflow, record)
-
-    async def execute_claimed(self, workflow: Workflow, record: RunRecord, lease: Lease, *,
-                              prepared: tuple[ThreadState, dict[str, ThreadState]],
-                              sent_at: float | None = None) -> RunResult:
-        """Execute a run a worker claimed and prepared (``lease`` is held); internal to workers.
-
-        ``sent_at``: the ``time.monotonic()`` reading taken as the claim was sent.
-        """
-        head = record.head_checkpoint_id or ""
-        state, preloaded = prepared
-
-        async def go(rc: RunContext) -> ThreadOutcome:
-            rc.preloaded.update(preloaded)
-            runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            runner.checked(state.meta.id)
-            if not state.meta.next_tasks:
-                await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
-            return await runner.run(state)
-
-        return await last_result(self._exec.execute(workflow, lease, go, events=False,
-                                                    sent_at=sent_at))
 
     # inspection ---------------------------------------------------------------
     async def get_state(self, run_id: str, checkpoint_id: str | None = None, *,

@@ -33,6 +33,7 @@ from ..model._ids import new_id
 from ..model._records import ErrorInfo, RunResult, RunStatus
 from ..store._machine import DEFAULT_MAX_START_ATTEMPTS
 from ..store._protocols import CheckpointStore, Lease, RunRecord
+from ._claimed import execute_claimed, prepare_claimed
 from ._runtime import Runtime
 from ._signals import Listening, signals_for
 
@@ -265,7 +266,7 @@ class Worker:
                        sent: float) -> None:
         log = _log.bind(worker=self.name, run_id=record.run_id)
         try:
-            prepared = await self._runtime.prepare_claimed(workflow, record)
+            prepared = await prepare_claimed(self._runtime, workflow, record)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -278,8 +279,8 @@ class Worker:
         log.info("run_claimed", epoch=lease.epoch, workflow=workflow.name,
                  takeover=record.claimed_from is RunStatus.RUNNING)
         try:
-            result = await self._runtime.execute_claimed(workflow, record, lease,
-                                                         prepared=prepared, sent_at=sent)
+            result = await execute_claimed(self._runtime, workflow, record, lease,
+                                           prepared=prepared, sent_at=sent)
         except asyncio.CancelledError:
             log.info("run_given_back", started=True)
             raise

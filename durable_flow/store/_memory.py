@@ -299,10 +299,11 @@ class MemoryStore(MemoryStreams, MemoryRetention):
                 meta = self._checkpoints[commit.mark.checkpoint_id]
                 self._checkpoints[meta.id] = dataclasses.replace(
                     meta, status=commit.mark.status, error=commit.mark.error)
-            if commit.checkpoint is not None:
-                self._insert_checkpoint(commit.checkpoint)
-                if commit.carry is not None:
-                    self._carry(run_id, commit.carry, commit.checkpoint.meta.id)
+            top = [(commit.checkpoint, commit.carry)] if commit.checkpoint is not None else []
+            for write, carry in [*top, *commit.nested]:
+                self._insert_checkpoint(write)
+                if carry is not None:
+                    self._carry(run_id, carry, write.meta.id)
             run = dataclasses.replace(run, updated_at=now)
             if commit.run is not None:
                 upd = commit.run
@@ -547,8 +548,8 @@ class MemoryStore(MemoryStreams, MemoryRetention):
         lease = commit.lease
         if commit.extends is not None and run.head_checkpoint_id != commit.extends:
             raise LeaseLostError(run.run_id, lease.epoch, HEAD_MOVED)
-        if commit.checkpoint is not None:
-            meta = commit.checkpoint.meta
+        writes = [commit.checkpoint] if commit.checkpoint is not None else []
+        for meta in (w.meta for w in [*writes, *(w for w, _ in commit.nested)]):
             ids = self._threads.get((run.run_id, meta.thread))
             if (ids[-1] if ids else None) != meta.parent_id:
                 raise LeaseLostError(run.run_id, lease.epoch, HEAD_MOVED)

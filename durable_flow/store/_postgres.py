@@ -14,8 +14,9 @@ parallel, and once the lock is held each statement sees the latest committed
 rows, so a check-then-write (is the lease still ours?) cannot be raced.
 Creating a run has no row to lock yet: the primary key makes a second
 creator fail with a unique violation, and the transaction runs again, sees
-the run and reports it as SQLite would. Prune spans runs: its first
-statement locks the rows of every run it scans, in run id order.
+the run and reports it as SQLite would. Prune works one run at a time
+(one transaction per run with checkpoints to remove, which locks that
+run's row first); the reads that find those runs lock nothing.
 Read transactions run at REPEATABLE READ, READ ONLY: their statements share
 one snapshot, like a deferred SQLite transaction, and never wait nor fail.
 SERIALIZABLE would need none of this discipline, but it aborts transactions
@@ -67,13 +68,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_delay,
     wait_exponential,
     wait_random,
 )
 
-from ..errors import InvalidInputError, StoreError
+from ..errors import InvalidInputError, RunLockedError, StoreError
+from ._pg_session import OwnConnection, SessionLimits
+from ._protocols import Lease
 from .sql import _migrate
 from .sql._base import (
     RUNS_CHANNEL,
@@ -86,6 +90,7 @@ from .sql._base import (
     SqlStore,
     Tx,
     drive_async,
+    renew_lease_tx,
 )
 from .sql._cache import sql_dialect
 
@@ -102,8 +107,12 @@ _SCHEMES = ("postgresql", "postgres")
 # admin_shutdown, crash_shutdown, cannot_connect_now (starting up or shutting
 # down), too_many_connections: the server is going away or not there yet.
 _UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
-# serialization_failure, deadlock_detected: the transaction was rolled back.
-_CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
+# serialization_failure, deadlock_detected: the transaction was rolled back;
+# lock_not_available: a lock wait reached lock_timeout (see _pg_session).
+_CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+# idle_in_transaction_session_timeout: the server ended the session (and the
+# transaction, uncommitted) of a client that stalled inside it.
+_IDLE_IN_TRANSACTION = "25P03"
 _UNIQUE_VIOLATION = "23505"
 # 50 ms, doubling up to 2 s, plus jitter so that reconnecting processes spread out.
 _BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
@@ -226,15 +235,41 @@ class _PostgresDriver:
                                     readonly=not write)
             try:
                 await xact.start()
-                result = await drive_async(tx(), partial(_perform, conn))
+                result = await drive_async(tx(), partial(self._perform, conn))
             except BaseException as exc:
-                with contextlib.suppress(Exception):  # a closed connection rolled back already
-                    await xact.rollback()
+                await self._abandon(conn, xact, exc)
                 if isinstance(exc, Exception) and self._closed(conn):
                     raise _ConnectionLost() from exc
                 raise
             await self._commit(conn, xact, idempotent)
             return result
+
+    async def _perform(self, conn: Any, op: Op) -> object:
+        try:
+            return await _perform(conn, op)
+        except self._pg.LockNotAvailableError as exc:
+            if isinstance(op, Fetch) and op.locks is not None:
+                # another transaction held the run's row for all of lock_timeout:
+                # a holder that stalled inside a transaction (or a long one)
+                raise RunLockedError(op.locks, "a transaction that holds its row", 0.0) from exc
+            raise
+
+    async def _abandon(self, conn: Any, xact: Any, exc: BaseException) -> None:
+        """Roll back after ``exc``; a stalled or cancelled statement closes the connection.
+
+        Asking the server to cancel (or to roll back) over a network that may
+        be stalled would wait again: closing the socket instead ends the
+        server's session as soon as packets flow, and the pool connects anew.
+        """
+        if isinstance(exc, TimeoutError | asyncio.CancelledError):
+            conn.terminate()
+            return
+        try:
+            await xact.rollback()
+        except TimeoutError:
+            conn.terminate()
+        except Exception:  # noqa: S110  # a closed connection rolled back already
+            pass
 
     async def _commit(self, conn: Any, xact: Any, idempotent: bool) -> None:
         # The server may drop the connection between our last statement and
@@ -247,7 +282,13 @@ class _PostgresDriver:
             await xact.commit()
         except self._pg.InternalClientError as exc:
             raise _ConnectionLost() from exc
-        except Exception as exc:
+        except BaseException as exc:
+            if isinstance(exc, TimeoutError | asyncio.CancelledError):
+                conn.terminate()  # the reply may never come: see _abandon
+            if not isinstance(exc, Exception):
+                raise
+            if getattr(exc, "sqlstate", None) == _IDLE_IN_TRANSACTION:
+                raise _ConnectionLost() from exc  # ended by the server before our COMMIT
             if not (self._lost(exc) or self._closed(conn)):
                 raise  # the server refused to commit: nothing was written
             if idempotent:  # committed or not, running it again leaves the same rows
@@ -272,9 +313,10 @@ class _Listener:
     for as long as the store is open, and calls back once it listens again.
     """
 
-    def __init__(self, asyncpg: ModuleType, dsn: str) -> None:
+    def __init__(self, asyncpg: ModuleType, dsn: str, limits: SessionLimits) -> None:
         self._pg = asyncpg
         self._dsn = dsn
+        self._limits = limits
         self._failures = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
         self._callbacks: dict[Callable[[], None], None] = {}  # insertion-ordered set
         self._task: asyncio.Task[None] | None = None
@@ -314,8 +356,10 @@ class _Listener:
         return await retrying(self._listening_connection)
 
     async def _listening_connection(self) -> Any:
-        conn = await self._pg.connect(self._dsn, timeout=10)
+        conn = await self._pg.connect(self._dsn, timeout=10,
+                                      server_settings=self._limits.server_settings())
         try:
+            await self._limits.keep_alive(conn)
             await conn.add_listener(RUNS_CHANNEL, self._notify)
         except BaseException:
             conn.terminate()
@@ -371,17 +415,20 @@ async def _upgrade(asyncpg: ModuleType, dsn: str) -> None:
         await engine.dispose()
 
 
-def _check_options(min_size: object, max_size: object, reconnect_timeout: object) -> None:
+def _check_options(min_size: object, max_size: object, reconnect_timeout: object,
+                   stall_timeout: object) -> None:
     for name, size in (("min_size", min_size), ("max_size", max_size)):
         if isinstance(size, bool) or not isinstance(size, int) or size < (name == "max_size"):
             raise InvalidInputError(f"PostgresStore {name} must be a whole number of "
                                     f"connections, got {size!r}")
     if min_size > max_size:  # type: ignore[operator]  # both checked to be int above
         raise InvalidInputError(f"PostgresStore min_size {min_size} exceeds max_size {max_size}")
-    if (isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float)
-            or not reconnect_timeout >= 0):  # also refuses NaN
-        raise InvalidInputError(f"PostgresStore reconnect_timeout must be a number of seconds "
-                                f">= 0, got {reconnect_timeout!r}")
+    for name, seconds, least in (("reconnect_timeout", reconnect_timeout, 0.0),
+                                 ("stall_timeout", stall_timeout, 0.005)):
+        if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                or not least <= seconds < float("inf")):  # also refuses NaN
+            raise InvalidInputError(f"PostgresStore {name} must be a number of seconds "
+                                    f">= {least:g}, got {seconds!r}")
 
 
 class PostgresStore(SqlStore):
@@ -393,7 +440,24 @@ class PostgresStore(SqlStore):
     store call is one transaction on one of them. A call whose connection
     is lost before it commits runs again on a new connection, with backoff,
     for up to ``reconnect_timeout`` seconds (a server restart), then raises
-    ``StoreError``.
+    ``StoreError``; so does ``setup()`` while the server is down, refusing
+    or starting up.
+
+    ``stall_timeout`` (seconds, default 5; keep it well under ``lease_ttl``)
+    bounds how long a connection that stopped answering can hold anything:
+    the server ends a session idle inside a transaction after it (its locks
+    go), a statement waits at most a fifth of it for a row lock, and TCP
+    keepalives on both ends give up a silent peer within about twice it.
+    A claim (``resume``), ``respond``, ``cancel_run`` or ``send_event`` on a
+    run whose row another transaction holds that long raises
+    ``RunLockedError`` instead of waiting; other calls run again. The client
+    waits at most six times ``stall_timeout`` for a statement's reply
+    before it closes the connection (a call cancelled mid-statement closes
+    it too), so a cut-off client leaves no session behind once the network
+    heals. Lease renewals use a connection of their own, outside the pool,
+    with ``stall_timeout`` as their statement timeout: a pool busy with the
+    run's own work never delays them. The session settings go in the
+    startup packet (a pooler in front of PostgreSQL must let them through).
 
     ``setup()`` connects and creates or upgrades the schema (processes
     setting up one database at once take turns), raising
@@ -409,14 +473,17 @@ class PostgresStore(SqlStore):
         min_size: int = 1,
         max_size: int = 10,
         reconnect_timeout: float = 30.0,
+        stall_timeout: float = 5.0,
     ) -> None:
         super().__init__("postgresql")
         self._dsn = _asyncpg_dsn(dsn)
-        _check_options(min_size, max_size, reconnect_timeout)
+        _check_options(min_size, max_size, reconnect_timeout, stall_timeout)
         self._min_size, self._max_size = min_size, max_size
         self._reconnect_timeout = float(reconnect_timeout)
+        self._limits = SessionLimits(float(stall_timeout))
         self._asyncpg = _import_asyncpg()
         self._driver: _PostgresDriver | None = None
+        self._renewals: _PostgresDriver | None = None
         self._opening = asyncio.Lock()  # two tasks calling setup() open one pool
         self._listener: _Listener | None = None
 
@@ -428,32 +495,66 @@ class PostgresStore(SqlStore):
         return self._driver
 
     async def setup(self) -> None:
-        """Connect, then create or upgrade the schema unless it is at head."""
+        """Connect, then create or upgrade the schema unless it is at head.
+
+        Retried with backoff for up to ``reconnect_timeout`` seconds while the
+        server cannot be reached or is not accepting connections yet.
+        """
         async with self._opening:
             if self._driver is None:
                 self._driver = await self._open()
+                self._renewals = _PostgresDriver(self._asyncpg, OwnConnection(
+                    self._renewal_connection), self._reconnect_timeout)
 
     async def _open(self) -> _PostgresDriver:
         pg = self._asyncpg
         failures = (OSError, TimeoutError, pg.PostgresError, pg.InterfaceError, SQLAlchemyError)
+        retrying = AsyncRetrying(retry=retry_if_exception(self._unavailable), reraise=True,
+                                 wait=_BACKOFF, stop=stop_after_delay(self._reconnect_timeout))
         try:
-            pool = await pg.create_pool(self._dsn, min_size=self._min_size,
-                                        max_size=self._max_size, reset=_keep_session)
+            return await retrying(self._open_once)
         except (*failures, ValueError) as exc:  # ValueError: asyncpg cannot parse the DSN
-            raise StoreError(f"cannot connect to PostgreSQL at {_display(self._dsn)}: "
+            retried = (f" (retried for {self._reconnect_timeout:g}s)"
+                       if self._unavailable(exc) else "")
+            raise StoreError(f"cannot connect to PostgreSQL at {_display(self._dsn)}{retried}: "
                              f"{type(exc).__name__}: {exc}") from exc
+
+    def _unavailable(self, exc: BaseException) -> bool:
+        """Whether connecting failed because the server is not there (yet)."""
+        pg = self._asyncpg
+        return (isinstance(exc, OSError | pg.PostgresConnectionError | pg.ConnectionDoesNotExistError)
+                or getattr(exc, "sqlstate", None) in _UNAVAILABLE_SQLSTATES)
+
+    async def _open_once(self) -> _PostgresDriver:
+        pg, limits = self._asyncpg, self._limits
+        pool = await pg.create_pool(
+            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_keep_session,
+            init=limits.keep_alive, server_settings=limits.server_settings(),
+            command_timeout=limits.statement_timeout, timeout=limits.connect_timeout)
         driver = _PostgresDriver(pg, pool, self._reconnect_timeout)
         try:
             # Fast path: a database at head never imports alembic.
             if not _migrate.check_versions(await _schema_versions(driver)):
                 await _upgrade(pg, self._dsn)
-        except BaseException as exc:
+        except BaseException:
             await driver.close()
-            if isinstance(exc, failures):
-                raise StoreError(f"cannot set up the PostgreSQL store at {_display(self._dsn)}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
             raise
         return driver
+
+    async def _renewal_connection(self) -> Any:
+        limits = self._limits
+        conn = await self._asyncpg.connect(
+            self._dsn, server_settings=limits.server_settings(),
+            command_timeout=limits.connect_timeout, timeout=limits.connect_timeout)
+        await limits.keep_alive(conn)
+        return conn
+
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend a held lease on the store's renewal connection (never behind the pool)."""
+        if self._renewals is None:
+            raise StoreError("PostgresStore is not set up: call setup() or use 'async with'")
+        return await self._renewals.run(partial(renew_lease_tx, self._q, lease, ttl),
+                                        write=True, idempotent=True)
 
     async def listen(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` whenever another process (or this one) makes a run claimable.
@@ -464,7 +565,7 @@ class PostgresStore(SqlStore):
         reconnect calls ``wake`` once. Stops at ``close()``.
         """
         if self._listener is None:
-            self._listener = _Listener(self._asyncpg, self._dsn)
+            self._listener = _Listener(self._asyncpg, self._dsn, self._limits)
         await self._listener.add(wake, first_wait=5.0)
 
     async def close(self) -> None:
@@ -472,7 +573,9 @@ class PostgresStore(SqlStore):
         listener, self._listener = self._listener, None
         if listener is not None:
             await listener.close()
+        renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            await renewals.close()
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()
-

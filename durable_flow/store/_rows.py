@@ -260,7 +260,9 @@ class Commit:
     these request ids, so they are open again), ``drop_open_requests``
     (delete the run's open requests), ``requests`` (insert new ones; an
     existing id is left as it is), ``task_writes``, ``mark``,
-    ``checkpoint``, ``run``, ``carry``. A commit that leaves the run
+    ``checkpoint``, ``run``, ``carry``, ``nested``: checkpoints of other
+    threads (a sub-workflow's thread under ``checkpoint``), each the first of
+    its thread, each taking over what its ``Carry`` names. A commit that leaves the run
     ``waiting`` then delivers the events kept in its mailbox to its open event
     waits (the run is ``queued`` instead when one was delivered) and sets the
     run's ``wake_at`` to the earliest ``expires_at`` of its open waits.
@@ -281,6 +283,7 @@ class Commit:
     drop_open_requests: bool = False
     run: RunUpdate | None = None
     carry: Carry | None = None
+    nested: Sequence[tuple[CheckpointWrite, Carry]] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,6 @@ is text wherever it came from.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from pydantic_core import to_jsonable_python
 from ..build._diagram import to_mermaid
 from ..model._graph import Workflow
 from ..model._records import RunStatus
+from ..model._task_id import TaskId
 
 __all__ = [
     "Change",
@@ -31,9 +31,6 @@ __all__ = [
     "short_time",
     "subworkflow_at",
 ]
-
-_INSTANCE = re.compile(r"\[\d+\]$")
-
 
 def plain(value: Any) -> Any:
     """A value as plain JSON types (pydantic models by their JSON dump)."""
@@ -119,7 +116,7 @@ def subworkflow_at(workflow: Workflow, namespace: str) -> Workflow | None:
     """The workflow running in ``namespace`` (``review[2].legal``), or None if not found."""
     current = workflow
     for part in filter(None, namespace.split(".")):
-        spec = current.nodes.get(_INSTANCE.sub("", part))
+        spec = current.nodes.get(TaskId.parse(part).node)
         if spec is None or spec.subworkflow is None:
             return None
         current = spec.subworkflow.workflow
@@ -134,7 +131,7 @@ def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
     suffixes are reduced to the node of this workflow.
     """
     ids = {node: f"n{i}" for i, node in enumerate(workflow.nodes)}
-    marked = sorted({ids[n] for n in (_INSTANCE.sub("", c.split(".", 1)[0]) for c in current)
+    marked = sorted({ids[n] for n in (TaskId.parse(c.split(".", 1)[0]).node for c in current)
                      if n in ids})
     # the start and end points as small stadiums: the vendored renderer draws
     # labelled circles several times larger than the nodes

@@ -117,7 +117,7 @@ async def test_prune_holds_off_commits_to_the_runs_it_prunes(
 
     try:
         async with conn.transaction(isolation="read_committed"):
-            pruned = await drive_async(prune_tx(Q, None, None, None), perform)
+            pruned = await drive_async(prune_tx(Q, "r1", None, None), perform)
     finally:
         await conn.close()
     assert committing is not None
@@ -251,7 +251,7 @@ async def test_calls_retry_an_unreachable_server_until_reconnect_timeout() -> No
 async def test_an_unreachable_server_is_a_store_error_without_the_password(
     dsn: str, reason: str
 ) -> None:
-    store = PostgresStore(dsn)
+    store = PostgresStore(dsn, reconnect_timeout=0.2)
     with pytest.raises(StoreError, match="cannot connect to PostgreSQL at") as err:
         await store.setup()
     assert "secret" not in str(err.value) and "u:***@127.0.0.1" in str(err.value)
@@ -291,6 +291,9 @@ async def test_a_duplicate_checkpoint_is_refused_and_writes_nothing(
     ("postgresql://h/db", {"reconnect_timeout": -1}, "reconnect_timeout"),
     ("postgresql://h/db", {"reconnect_timeout": float("nan")}, "reconnect_timeout"),
     ("postgresql://h/db", {"reconnect_timeout": True}, "reconnect_timeout"),
+    ("postgresql://h/db", {"stall_timeout": 0}, "stall_timeout"),
+    ("postgresql://h/db", {"stall_timeout": float("inf")}, "stall_timeout"),
+    ("postgresql://h/db", {"stall_timeout": "5"}, "stall_timeout"),
 ])
 def test_bad_options_are_refused(dsn: Any, options: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message.replace("*", r"\*")) as err:

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from durable_flow.errors import RunNotResumableError, UnknownRequestError
+from durable_flow.errors import LeaseLostError, RunNotResumableError, UnknownRequestError
 from durable_flow.model._clock import utcnow
 from durable_flow.model._records import RunStatus
 from durable_flow.store._protocols import (
@@ -189,6 +189,34 @@ async def test_a_carry_moves_what_a_superstep_recorded_onto_the_new_checkpoint(
     assert (req.id, req.checkpoint_id, req.node) == ("q1", new, "sign")
     run = await store.get_run("r1")
     assert run is not None and (run.workflow_version, run.signature) == ("2", "sig-2")
+
+
+async def test_nested_checkpoints_of_a_commit_each_take_over_what_their_source_recorded(
+        store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    inner = chain.sub("sub", 0)
+    first = inner.next(values={"x": 1}, status=RunStatus.WAITING)
+    await store.commit(Commit(lease, checkpoint=first, requests=[request("r1", first.meta.id,
+                                                                         "sub@1/ask@1#0")]))
+    await store.put_step(lease, step("r1", first.meta.id, "sub.ask", "fetch", b"1"))
+    top = chain.next()
+    copy = chain.sub("sub").next(values={"x": 1}, status=RunStatus.WAITING)
+    stale = dataclasses.replace(copy, meta=dataclasses.replace(copy.meta, parent_id="nope"))
+    with pytest.raises(LeaseLostError):  # a nested checkpoint must start its thread
+        await store.commit(Commit(lease, extends=chain.metas[0].id, checkpoint=top,
+                                  nested=[(stale, Carry(first.meta.id))]))
+    assert await store.get_checkpoint("r1", top.meta.id) is None
+    await store.commit(Commit(lease, extends=chain.metas[0].id, checkpoint=top,
+                              nested=[(copy, Carry(first.meta.id))],
+                              run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=top.meta.id)))
+    [req] = await store.get_requests("r1")
+    assert (req.id, req.checkpoint_id) == ("sub@1/ask@1#0", copy.meta.id)
+    assert await store.get_steps("r1", copy.meta.id, "sub.ask") == {"fetch": b"1"}
+    assert await store.get_steps("r1", first.meta.id, "sub.ask") == {}
+    head = await store.thread_head("r1", copy.meta.thread)
+    assert head is not None and head.id == copy.meta.id
+    old = await store.thread_head("r1", first.meta.thread)
+    assert old is not None and old.id == first.meta.id  # the old thread is as it was
 
 
 async def test_graphs_are_kept_once_per_signature(store: CheckpointStore) -> None:

@@ -5,7 +5,7 @@ a mapping) and a registry that maps each ``agent_name`` to a node function,
 an agent spec (any object with ``node_spec(id) -> NodeSpec``) or a
 ``Workflow`` (a sub-workflow node). :func:`dump_workflow` writes it back::
 
-    name: meal_flow                  # required
+    name: meal_flow                  # default: the file's name (required in a mapping)
     version: "1.0"
     max_supersteps: 50               # cycles (loops) are allowed only when set
     state:                           # optional: without it, any key, last-write-wins
@@ -46,9 +46,11 @@ header (version, ...) in the entry node's meta under :data:`HEAD_KEY`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from os import PathLike
@@ -192,7 +194,8 @@ class _Loader:
     def load(self, source: object, base: Path) -> Workflow:
         problems: list[str] = []
         raw, path = read_source(source, problems)
-        d = None if problems else parse_definition(raw, problems)
+        d = None if problems else parse_definition(
+            raw, problems, path.stem if path is not None else None)
         label = (d.name if d is not None else "") or (str(path) if path is not None else "")
         if d is None:
             raise WorkflowValidationError(problems, workflow=label)
@@ -205,7 +208,7 @@ class _Loader:
             if path is not None:
                 self.stack.pop()
         if problems:
-            raise WorkflowValidationError(problems, workflow=label)
+            raise WorkflowValidationError(in_file_order(problems), workflow=label)
         wf = _assemble(d, targets)
         return dataclasses.replace(wf, loaded_from=str(path) if path is not None else None)
 
@@ -250,7 +253,9 @@ class _Loader:
             self.unchecked = True
             return _Target("unbound", _unbound(name))
         if name not in self.registry:
-            problems.append(f"{n.loc}.agent_name: {name!r} is not in the registry")
+            close = difflib.get_close_matches(name, [str(k) for k in self.registry], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{n.loc}.agent_name: {name!r} is not in the registry{hint}")
             return None
         value = self.registry[name]
         if isinstance(value, Workflow):
@@ -279,6 +284,19 @@ def _agent_target(n: Node, name: str, make: Callable[[str], Any],
                         "NodeSpec with that id")
         return None
     return _Target("agent", spec)
+
+
+_PLACE = re.compile(r"^(nodes|connections)\[(\d+)\]")
+_SECTIONS = {"nodes": 1, "connections": 2}
+
+
+def in_file_order(problems: list[str]) -> list[str]:
+    """Problems in the order of what they are about in the file: the header, nodes, connections."""
+    def place(problem: str) -> tuple[int, int]:
+        m = _PLACE.match(problem)
+        return (_SECTIONS[m[1]], int(m[2])) if m else (0, 0)
+
+    return sorted(problems, key=place)
 
 
 def _resolved(path: Path) -> Path:

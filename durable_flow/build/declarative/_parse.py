@@ -267,8 +267,13 @@ class Definition:
         return entries[0] if len(entries) == 1 else None
 
 
-def parse_definition(raw: Any, problems: list[str]) -> Definition | None:
-    """Parse the shape and types of a raw definition; None when it is not a mapping."""
+def parse_definition(raw: Any, problems: list[str],
+                     default_name: str | None = None) -> Definition | None:
+    """Parse the shape and types of a raw definition; None when it is not a mapping.
+
+    ``default_name`` (a file's stem) names a definition that gives no ``name``;
+    without it ``name`` is required.
+    """
     if not isinstance(raw, Mapping):
         problems.append(f"definition: must be an object, not {kind(raw)}")
         return None
@@ -277,8 +282,10 @@ def parse_definition(raw: Any, problems: list[str]) -> Definition | None:
         problems.extend(unstorable)
         return None
     r = _Reader(raw, "", problems, _TOP)
-    name = r.get("name", "a string", required=True)
-    if name is not None and not name.strip():
+    name = r.get("name", "a string", required=default_name is None)
+    if name is None and "name" not in raw:
+        name = default_name
+    elif name is not None and not name.strip():
         r.bad("name", "must not be empty")
     version = raw.get("version")
     if version is not None and not (isinstance(version, str) or _number(version)):

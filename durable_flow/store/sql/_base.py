@@ -88,7 +88,7 @@ from ._shared import insert_checkpoint
 from ._spending import add_usage_tx, set_budget_tx
 from ._streams import append_stream_tx, read_stream_tx
 from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
-from ._writes import commit_tx, prune_tx, put_step_tx, put_task_writes_tx
+from ._writes import commit_tx, prune_page_tx, prune_tx, put_step_tx, put_task_writes_tx
 
 __all__ = [
     "RUNS_CHANNEL", "Driver", "Execute", "ExecuteMany", "Fetch", "FetchEach", "Notify", "Op",
@@ -97,9 +97,12 @@ __all__ = [
     "drive_async", "execute", "execute_many", "fetch", "fetch_each", "get_checkpoint_tx",
     "get_requests_tx", "get_run_tx", "get_steps_tx", "get_task_writes_tx", "insert_checkpoint",
     "list_checkpoints_tx", "list_runs_tx", "load_checkpoint_tx", "namespace_heads_tx",
-    "pending_requests_tx", "prune_tx", "put_step_tx", "put_task_writes_tx", "release_lease_tx",
-    "renew_lease_tx", "respond_tx", "start_failed_tx", "thread_head_tx",
+    "pending_requests_tx", "prune_page_tx", "prune_tx", "put_step_tx", "put_task_writes_tx",
+    "release_lease_tx", "renew_lease_tx", "respond_tx", "start_failed_tx", "thread_head_tx",
 ]
+
+# Runs a global prune reads per transaction to find those with checkpoints to remove.
+_PRUNE_PAGE = 200
 
 # -- the store --------------------------------------------------------------------------
 
@@ -274,9 +277,26 @@ class SqlStore(abc.ABC):
         keep_last: int | None = None,
         older_than: datetime | None = None,
     ) -> int:
-        """Delete old checkpoints nothing needs; return how many."""
-        return await self.driver.run(partial(prune_tx, self._q, run_id, keep_last, older_than),
-                                     write=True)
+        """Delete old checkpoints nothing needs; return how many.
+
+        One transaction per run that has checkpoints to remove, which locks
+        that run alone; the runs are found a page at a time by reads that
+        lock nothing. So commits and renewals of other runs never wait behind
+        a prune, and no transaction holds more than one run's checkpoints.
+        """
+        if run_id is not None:
+            return await self.driver.run(
+                partial(prune_tx, self._q, run_id, keep_last, older_than), write=True)
+        removed, after = 0, ""
+        while True:
+            runs, last = await self.driver.run(partial(
+                prune_page_tx, self._q, after, _PRUNE_PAGE, keep_last, older_than), write=False)
+            for one in runs:
+                removed += await self.driver.run(
+                    partial(prune_tx, self._q, one, keep_last, older_than), write=True)
+            if last is None:
+                return removed
+            after = last
 
     async def send_event(self, run_id: str, name: str, payload: bytes) -> RunRecord:
         """Keep an event in the run's mailbox (see ``Mailbox.send_event``)."""

@@ -113,6 +113,13 @@ def _int_map(raw: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in data.items()}
 
 
+def _count(raw: object) -> int:
+    """An integer column a checkpoint counts with (``seq``, ``superstep``, ``size``)."""
+    if type(raw) is not int or raw < 0:
+        raise TypeError(f"expected a non-negative integer, got {raw!r:.40}")
+    return raw
+
+
 def _joins(raw: str) -> dict[str, tuple[str, ...]]:
     data = orjson.loads(raw)
     if not isinstance(data, dict):
@@ -250,7 +257,8 @@ def _task_args(raw: str | None) -> dict[str, bytes]:
 
 
 _CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
-    "created_at": from_us, "status": _status, "source": _source, "nodes": _str_tuple,
+    "seq": _count, "superstep": _count, "size": _count, "created_at": from_us,
+    "status": _status, "source": _source, "nodes": _str_tuple,
     "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
     "log_lengths": _int_map, "error": _decode_error, "task_args": _task_args,
 }
@@ -268,8 +276,7 @@ def checkpoint_from_row(row: Mapping[str, Any]) -> CheckpointMeta:
                 run_id, checkpoint_id, f"column {column!r} cannot be read: {exc}") from exc
     return CheckpointMeta(
         id=checkpoint_id, run_id=run_id, thread=row["thread"], namespace=row["namespace"],
-        parent_id=row["parent_id"], seq=row["seq"], superstep=row["superstep"],
-        routing_reason=row["routing_reason"], size=row["size"],
+        parent_id=row["parent_id"], routing_reason=row["routing_reason"],
         **decoded,  # type: ignore[arg-type]  # each decoder returns its field's type
     )
 

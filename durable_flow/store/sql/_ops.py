@@ -27,10 +27,17 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Fetch:
-    """Run a query; the driver sends back its rows (a list of tuples)."""
+    """Run a query; the driver sends back its rows (a list of tuples).
+
+    ``locks``: the query locks this run's row for a caller outside the run's
+    lease (a claim, an answer, a cancel, an event). A driver whose locks can
+    time out (PostgreSQL's ``lock_timeout``) raises ``RunLockedError`` when
+    another transaction holds the row that long, instead of running again.
+    """
 
     stmt: Statement
     params: tuple[object, ...]
+    locks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,12 @@ class Driver(Protocol):
 def fetch(stmt: Statement, **params: object) -> Tx[list[dict[str, Any]]]:
     """Yield a query; return its rows as dicts keyed by column."""
     rows: list[Row] = yield Fetch(stmt, stmt.bind(params))
+    return [dict(zip(stmt.columns, row, strict=True)) for row in rows]
+
+
+def lock_run(stmt: Statement, run_id: str) -> Tx[list[dict[str, Any]]]:
+    """Yield ``stmt`` (a ``SELECT ... FOR UPDATE`` of run ``run_id``) as a :class:`Fetch` that locks it."""
+    rows: list[Row] = yield Fetch(stmt, stmt.bind({"run_id": run_id}), locks=run_id)
     return [dict(zip(stmt.columns, row, strict=True)) for row in rows]
 
 

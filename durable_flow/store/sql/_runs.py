@@ -36,7 +36,7 @@ from .._protocols import (
     claimed_record,
 )
 from . import _codec as t
-from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each
+from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each, lock_run
 from ._shared import (
     insert_checkpoint,
     lease_lost,
@@ -97,7 +97,7 @@ def list_runs_tx(q: Queries, status: RunStatus | None, workflow: str | None) -> 
 
 def claim_tx(q: Queries, claim: Claim) -> Tx[Lease]:
     """Check status, lease and head, record answers and take the lease: one transaction."""
-    rows = yield from fetch(q.run_get_locked, run_id=claim.run_id)
+    rows = yield from lock_run(q.run_get_locked, claim.run_id)
     if not rows:
         raise RunNotFoundError(claim.run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
@@ -200,7 +200,7 @@ def start_failed_tx(q: Queries, lease: Lease, error: ErrorInfo,
 
 def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes]) -> Tx[RunRecord]:
     """Record answers; a waiting run with no open request left becomes ``queued``."""
-    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
@@ -242,7 +242,7 @@ def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None
 
 def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
     """Cancel, fence out the holder (epoch + 1) and close the open requests."""
-    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
         raise RunNotFoundError(run_id)
     status = RunStatus(rows[0]["status"])

@@ -262,14 +262,14 @@ class Queries:
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
             status=bindparam("new_status"), error=bindparam("new_error")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))
-        # Prune decides from this scan and later reads; on PostgreSQL it locks
-        # the rows of the runs it covers (in run_id order, so two prunes cannot
-        # deadlock) so that no commit of those runs lands in between.
-        scan = (select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id, cps.c.created_at,
-                       cps.c.status)
-                .join(RUNS, RUNS.c.run_id == cps.c.run_id)
-                .order_by(cps.c.run_id, cps.c.thread, cps.c.seq).with_for_update(of=RUNS))
-        self.cp_scan = {k: c(s) for k, s in _variants(scan, _where(cps, "run_id")).items()}
+        # Prune works one run at a time: it locks the run's row first (run_lease), so
+        # no commit of that run lands between this scan and its deletes; the scan
+        # itself locks nothing, and a run with nothing to remove is never locked.
+        self.cp_scan = c(select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id,
+                                cps.c.created_at, cps.c.status)
+                         .where(*_where(cps, "run_id")).order_by(cps.c.thread, cps.c.seq))
+        self.run_ids_after = c(select(RUNS.c.run_id).where(RUNS.c.run_id > bindparam("after"))
+                               .order_by(RUNS.c.run_id).limit(bindparam("n")))
         self.cp_versions = c(select(cps.c.value_versions).where(*_where(cps, "run_id", "thread")))
 
     def _channels(self, c: Callable[[ClauseElement], Statement]) -> None:

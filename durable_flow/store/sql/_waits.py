@@ -22,7 +22,7 @@ from ...model._serde import as_bytes, decode
 from .._machine import after_event, after_waiting_commit
 from .._protocols import Carry, Lease, MailRow, RequestRow, RunRecord, match_mail
 from . import _codec as t
-from ._ops import Notify, Tx, execute, fetch
+from ._ops import Notify, Tx, execute, fetch, lock_run
 from ._shared import check_lease
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def set_version_tx(q: Queries, run_id: str, version: str, signature: str) -> Tx[
 
 def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunRecord]:
     """Keep an event; deliver it at once when no execution holds the run (see ``Mailbox``)."""
-    rows = yield from fetch(q.run_get_locked, run_id=run_id)
+    rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()

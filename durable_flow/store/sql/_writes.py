@@ -15,12 +15,13 @@ from ...model._clock import utcnow
 from ...model._records import RunStatus
 from .._protocols import (
     HEAD_MOVED,
+    CheckpointMeta,
     Commit,
     Lease,
     StepRow,
     TaskWrite,
 )
-from .._retention import Scanned, doomed, stream_floors
+from .._retention import Key, Scanned, doomed, stream_floors
 from . import _codec as t
 from ._ops import Tx, execute, execute_many, fetch
 from ._shared import (
@@ -67,6 +68,10 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         yield from insert_checkpoint(q, commit.checkpoint)
         if commit.carry is not None:
             yield from carry_tx(q, run_id, commit.carry, meta.id)
+    for write, carry in commit.nested:
+        yield from _check_thread_head(q, commit, write.meta)
+        yield from insert_checkpoint(q, write)
+        yield from carry_tx(q, run_id, carry, write.meta.id)
     yield from _after_run_update(q, commit)
 
 
@@ -81,9 +86,11 @@ def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
         yield from waiting_tx(q, run_id, utcnow())
 
 
-def _check_thread_head(q: Queries, commit: Commit) -> Tx[None]:
+def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None
+                       ) -> Tx[None]:
     """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS)."""
-    meta = commit.checkpoint.meta if commit.checkpoint is not None else None
+    if meta is None and commit.checkpoint is not None:
+        meta = commit.checkpoint.meta
     if meta is None:
         return
     rows = yield from fetch(q.cp_head, run_id=meta.run_id, thread=meta.thread)
@@ -154,36 +161,64 @@ def put_step_tx(q: Queries, lease: Lease, step: StepRow) -> Tx[None]:
 
 
 def prune_tx(
-    q: Queries, run_id: str | None, keep_last: int | None, older_than: datetime | None
+    q: Queries, run_id: str, keep_last: int | None, older_than: datetime | None
 ) -> Tx[int]:
-    """Delete the checkpoints nothing needs (see ``CheckpointStore.prune``)."""
-    scope = (run_id is not None,)
-    cutoff = None if older_than is None else t.to_us(older_than)
-    threads: dict[tuple[str, str], list[Scanned]] = {}
-    top: dict[tuple[str, str], int] = {}  # top-level checkpoints' creation times
-    for row in (yield from fetch(q.cp_scan[scope], run_id=run_id)):
-        if row["thread"] == "":
-            top[(row["run_id"], row["checkpoint_id"])] = row["created_at"]
-        threads.setdefault((row["run_id"], row["thread"]), []).append(Scanned(
-            row["run_id"], row["thread"], row["checkpoint_id"],
-            old=cutoff is None or row["created_at"] < cutoff,
-            completed=row["status"] == RunStatus.COMPLETED.value))
-    open_at = {(r["run_id"], r["checkpoint_id"])
-               for r in (yield from fetch(q.req_anchors[scope], run_id=run_id))}
-    gone = doomed(threads, open_at, keep_last)
+    """Delete the checkpoints of one run nothing needs (see ``CheckpointStore.prune``).
+
+    Its first statement locks the run's row (PostgreSQL), as every writer of
+    the run does, so no commit of the run lands between the scan and the deletes.
+    """
+    if not (yield from fetch(q.run_lease, run_id=run_id)):
+        return 0
+    threads, gone, top = yield from _plan(q, run_id, keep_last, older_than)
     keys = [{"run_id": c.run_id, "checkpoint_id": c.id} for c in gone]
     for stmt in (q.cp_delete, q.tw_delete, q.step_delete, q.req_delete):
         yield from execute_many(stmt, keys)
-    left = collections.Counter((c.run_id, c.thread) for c in gone)
-    for run, thread in sorted(left):
-        if left[(run, thread)] == len(threads[(run, thread)]):
+    left = collections.Counter(c.thread for c in gone)
+    for thread in sorted(left):
+        if left[thread] == len(threads[(run_id, thread)]):
             # A whole sub-workflow went with its anchor: its log chunks too.
-            yield from execute(q.chunk_delete_thread, run_id=run, thread=thread)
-        yield from _drop_unreferenced_values(q, run, thread)
+            yield from execute(q.chunk_delete_thread, run_id=run_id, thread=thread)
+        yield from _drop_unreferenced_values(q, run_id, thread)
     floors = stream_floors(top, gone)
-    for run in sorted(floors):
-        yield from trim_stream_tx(q, run, floors[run])
+    if run_id in floors:
+        yield from trim_stream_tx(q, run_id, floors[run_id])
     return len(gone)
+
+
+def prune_page_tx(
+    q: Queries, after: str, limit: int, keep_last: int | None, older_than: datetime | None
+) -> Tx[tuple[list[str], str | None]]:
+    """Read the next ``limit`` runs after run id ``after``: those with checkpoints to remove.
+
+    Returns them and the last run id of the page (None past the last page).
+    A read: it locks nothing, and holds one run's checkpoints at a time.
+    """
+    page = [r["run_id"] for r in (yield from fetch(q.run_ids_after, after=after, n=limit))]
+    doomed_runs = []
+    for run_id in page:
+        _threads, gone, _top = yield from _plan(q, run_id, keep_last, older_than)
+        if gone:
+            doomed_runs.append(run_id)
+    return doomed_runs, (page[-1] if len(page) == limit else None)
+
+
+def _plan(q: Queries, run_id: str, keep_last: int | None, older_than: datetime | None
+          ) -> Tx[tuple[dict[tuple[str, str], list[Scanned]], list[Scanned], dict[Key, int]]]:
+    """One run's checkpoints by thread, those prune removes, top-level creation times."""
+    cutoff = None if older_than is None else t.to_us(older_than)
+    threads: dict[tuple[str, str], list[Scanned]] = {}
+    top: dict[Key, int] = {}  # where the stream log is trimmed: see ``stream_floors``
+    for row in (yield from fetch(q.cp_scan, run_id=run_id)):
+        if row["thread"] == "":
+            top[(run_id, row["checkpoint_id"])] = row["created_at"]
+        threads.setdefault((run_id, row["thread"]), []).append(Scanned(
+            run_id, row["thread"], row["checkpoint_id"],
+            old=cutoff is None or row["created_at"] < cutoff,
+            completed=row["status"] == RunStatus.COMPLETED.value))
+    open_at = {(r["run_id"], r["checkpoint_id"])
+               for r in (yield from fetch(q.req_anchors[(True,)], run_id=run_id))}
+    return threads, doomed(threads, open_at, keep_last), top
 
 
 def _drop_unreferenced_values(q: Queries, run_id: str, thread: str) -> Tx[None]:

@@ -1,14 +1,18 @@
 """What every thread of one run execution shares: the store, the lease, the event sink.
 
-Every write of an execution goes through :class:`RunContext`, each checked
-against the lease's local deadline first; what the run's nodes publish is
-buffered in its :class:`StreamBuffer` and stored before each superstep commit.
+Every write an execution makes goes through its :class:`RunContext`, and
+each is checked first against the lease: a lost lease, or one whose local
+deadline (:class:`~durable_flow.engine._ownership.LeaseClock`) passed,
+raises ``LeaseLostError`` and stops the run's tasks instead of writing.
+What the run's nodes publish is buffered in its :class:`StreamBuffer` and
+stored before each superstep commit; its :class:`Spending` keeps the run's
+usage and budget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LeaseLostError
 from ..model._clock import utcnow
@@ -24,9 +28,11 @@ from ..store._protocols import (
 )
 from ._budget import Spending
 from ._ownership import LOCAL_EXPIRY, LeaseClock
-from ._state import ThreadState
 from ._streamlog import StreamBuffer
 from ._task import TaskFence
+
+if TYPE_CHECKING:
+    from ._state import ThreadState
 
 __all__ = ["RunContext"]
 
