@@ -1,4 +1,11 @@
-"""Shared fixtures: every behaviour test runs on each available store."""
+"""Shared fixtures: every behaviour test runs on memory, SQLite and PostgreSQL.
+
+``store_factory`` makes store objects that all see one database: one
+MemoryStore, one SQLite file, or the test session's PostgreSQL database
+(on the server ``DURABLE_FLOW_TEST_PG_DSN`` names, emptied before each
+test; unreachable, the PostgreSQL cases fail, they are never skipped).
+``store`` is one of them, ``rt`` a ``Runtime`` on it.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +13,19 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stores.pgdb import empty_tables, fresh_database, run_async
 
-from durable_flow import MemoryStore, Runtime, SqliteStore
+from durable_flow import MemoryStore, PostgresStore, Runtime, SqliteStore
 from durable_flow.store.sql._cache import CACHE_ENV, load_or_compile, statements_for
 
-STORES = ["memory", "sqlite"]
+STORES = ["memory", "sqlite", "postgres"]
+#: Connections of each PostgresStore the fixtures make (a test may hold several stores).
+PG_POOL = 4
 
 # The statement cache (store/sql/_cache.py) of a test session lives in a temporary
 # directory, never in the developer's home; subprocesses of the tests inherit it.
@@ -31,14 +41,47 @@ def _statements_from_the_cache() -> None:
     statements_for.cache_clear()  # the stores made from now on read it
 
 
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A database of this test session on the test server, migrated to head."""
+    with fresh_database() as dsn:
+        run_async(_migrate(dsn))
+        yield dsn
+
+
+async def _migrate(dsn: str) -> None:
+    store = PostgresStore(dsn, max_size=1)
+    try:
+        await store.setup()
+    finally:
+        await store.close()
+
+
 @pytest.fixture(params=STORES)
-def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Any]:
-    """Make store objects that all see the same data (one MemoryStore, or one SQLite file)."""
+async def store_factory(request: pytest.FixtureRequest,
+                        tmp_path: Path) -> AsyncIterator[Callable[[], Any]]:
+    """Make store objects that all see the same data; the SQL ones are closed afterwards."""
+    made: list[Any] = []
     if request.param == "memory":
         shared = MemoryStore()
-        return lambda: shared
-    path = tmp_path / "runs.db"
-    return lambda: SqliteStore(path)
+        yield lambda: shared
+        return
+    if request.param == "sqlite":
+        def make() -> Any:
+            made.append(SqliteStore(tmp_path / "runs.db"))
+            return made[-1]
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        await empty_tables(dsn)
+
+        def make() -> Any:
+            made.append(PostgresStore(dsn, max_size=PG_POOL))
+            return made[-1]
+    try:
+        yield make
+    finally:
+        for store in made:
+            await store.close()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Damaged rows: reading them raises CheckpointCorruptedError, and a failing call writes nothing.
 
-Each case damages one cell (or deletes one row) of a SQLite copy of the scenario in
+Each case damages one cell (or deletes one row) of a copy of the scenario in
 ``damagekit`` (a waiting run with a sub-workflow, requests, steps, a task
 write, a log field and a node history; a completed run; a fork; a plain
 waiting run), then makes every public read and write call about the damaged
@@ -10,6 +10,10 @@ run. Each call must
   ``CheckpointCorruptedError`` naming a run and one of its checkpoints (never
   a bare ``JSONDecodeError``, ``TypeError``, ``KeyError``, ...);
 * when it fails, leave every table exactly as it was.
+
+Every case runs on SQLite (a copy of the file, damaged through ``sqlite3``)
+and on MemoryStore (a copy of its in-memory database, damaged through its
+driver's connection): the same rows, the same transaction functions.
 
 Run ownership is being made atomic separately; until then three kinds of
 failing call still write, and a case whose only problems are these is an
@@ -27,7 +31,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from damagekit import (
@@ -54,14 +58,61 @@ from durable_flow import (
     CheckpointNotFoundError,
     DurableFlowError,
     InvalidInputError,
+    MemoryStore,
     RunNotFoundError,
     Runtime,
     SqliteStore,
     UnknownRequestError,
 )
+from durable_flow.store._protocols import CheckpointStore
 from durable_flow.store.sql._tables import METADATA
 
-# -- the SQLite store --------------------------------------------------------------------------
+T = TypeVar("T")
+KINDS = ["memory", "sqlite"]
+
+# -- the databases -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Db:
+    """One copy of the scenario's database: a SQLite file, or a MemoryStore's."""
+
+    path: Path | None = None
+    memory: MemoryStore | None = None
+
+    def store(self) -> CheckpointStore:
+        """A store on this copy (the MemoryStore itself, or a new SqliteStore on the file)."""
+        return self.memory if self.memory is not None else SqliteStore(self.path)  # type: ignore[arg-type]
+
+    async def sql(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on a connection to this copy, committing what it changed."""
+        if self.memory is not None:  # autocommit: each statement commits
+            return await self.memory.driver.call(fn)
+        conn = sqlite3.connect(self.path)  # type: ignore[arg-type]
+        try:
+            with conn:
+                return fn(conn)
+        finally:
+            conn.close()
+
+    async def copy(self, path: Path) -> Db:
+        """An independent copy (``path``: where a file copy goes)."""
+        if self.memory is None:
+            shutil.copyfile(self.path, path)  # type: ignore[arg-type]
+            return Db(path=path)
+        data = await self.sql(lambda conn: conn.serialize())
+        copy = MemoryStore()
+        await copy.driver.call(lambda conn: conn.deserialize(data))
+        return Db(memory=copy)
+
+
+async def new_db(kind: str, path: Path) -> Db:
+    """An empty database of ``kind``."""
+    if kind == "memory":
+        return Db(memory=MemoryStore())
+    return Db(path=path)
+
+# -- the rows ----------------------------------------------------------------------------------
 
 Where = Callable[[Facts], tuple[str, tuple[Any, ...]]]
 
@@ -154,19 +205,20 @@ class Case:
         where = f"{self.row.table}.{self.column}" if self.column else self.row.table
         return f"{where}[{self.row.label}]-{self.kind}"
 
-    def apply(self, db: Path, facts: Facts) -> None:
+    async def apply(self, db: Db, facts: Facts) -> None:
+        await db.sql(lambda conn: self._apply(conn, facts))
+
+    def _apply(self, conn: sqlite3.Connection, facts: Facts) -> None:
         where, params = self.row.where(facts)
-        with sqlite3.connect(db) as conn:
-            if self.column is None:
-                changed = conn.execute(f"DELETE FROM {self.row.table} WHERE {where}", params)
-            else:
-                (old,) = conn.execute(f"SELECT {self.column} FROM {self.row.table} WHERE {where}",
-                                      params).fetchone()
-                new = damage(self.kind, self.row.table, old)
-                changed = conn.execute(
-                    f"UPDATE {self.row.table} SET {self.column} = ? WHERE {where}", (new, *params))
-            assert changed.rowcount == 1, self
-        conn.close()
+        if self.column is None:
+            changed = conn.execute(f"DELETE FROM {self.row.table} WHERE {where}", params)
+        else:
+            (old,) = conn.execute(f"SELECT {self.column} FROM {self.row.table} WHERE {where}",
+                                  params).fetchone()
+            new = damage(self.kind, self.row.table, old)
+            changed = conn.execute(
+                f"UPDATE {self.row.table} SET {self.column} = ? WHERE {where}", (new, *params))
+        assert changed.rowcount == 1, self
 
     def extra_errors(self) -> tuple[type[BaseException], ...]:
         """Errors the damage makes legitimate (an id that no longer exists, ...)."""
@@ -190,108 +242,106 @@ def _cases() -> list[Case]:
     return out
 
 
-SQLITE_CASES = _cases()
+CASES = _cases()
 
 
-def _dump(db: Path) -> dict[str, list[Any]]:
-    with sqlite3.connect(db) as conn:
-        dump = {t: conn.execute(f"SELECT * FROM {t}").fetchall() for t in METADATA.tables}
-    conn.close()
-    return dump
+def _dump_tables(conn: sqlite3.Connection) -> dict[str, list[Any]]:
+    return {t: conn.execute(f"SELECT * FROM {t}").fetchall() for t in METADATA.tables}
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copyfile(src, dst)
-    return dst
+async def _dump(db: Db) -> dict[str, list[Any]]:
+    return await db.sql(_dump_tables)
 
 
-async def _calls(db: Path, calls: dict[str, Any], facts: Facts, run: str) -> list[Outcome]:
+async def _calls(db: Db, calls: dict[str, Any], facts: Facts, run: str) -> list[Outcome]:
     outcomes = []
-    async with Runtime(SqliteStore(db)) as rt:
+    async with Runtime(db.store()) as rt:
         for name, call in calls.items():
-            before = _dump(db)
+            before = await _dump(db)
             error: BaseException | None = None
             try:
                 await call(rt, facts, run)
             except Exception as exc:
                 error = exc
-            outcomes.append(Outcome(name, error, table_changes(before, _dump(db))))
+            outcomes.append(Outcome(name, error, table_changes(before, await _dump(db))))
     return outcomes
 
 
-async def run_sqlite(db: Path, tmp: Path, facts: Facts, run: str) -> list[Outcome]:
+async def run_calls(db: Db, tmp: Path, facts: Facts, run: str) -> list[Outcome]:
     """Every call about ``run``: the reads on one copy, each write on its own copy."""
-    outcomes = await _calls(_copy(db, tmp / "reads.db"), READS, facts, run)
+    outcomes = await _calls(await db.copy(tmp / "reads.db"), READS, facts, run)
     for i, (name, call) in enumerate(WRITES.items()):
-        outcomes += await _calls(_copy(db, tmp / f"write{i}.db"), {name: call}, facts, run)
+        outcomes += await _calls(await db.copy(tmp / f"write{i}.db"), {name: call}, facts, run)
     return outcomes
 
 
-@pytest.fixture(scope="module")
-def sqlite_scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+@pytest.fixture(scope="module", params=KINDS)
+def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Scenario:
+    """The undamaged scenario on one kind of store; ``template`` is its :class:`Db`."""
     tmp = tmp_path_factory.mktemp("damaged")
-    template = tmp / "template.db"
 
     async def make() -> Scenario:
-        async with Runtime(SqliteStore(template)) as rt:
+        template = await new_db(request.param, tmp / "template.db")
+        async with Runtime(template.store()) as rt:
             facts = await build(rt)
         baseline = {}
         for run in facts.workflows:
-            outcomes = await run_sqlite(template, tmp, facts, run)
+            outcomes = await run_calls(template, tmp, facts, run)
             baseline[run] = {o.call: type(o.error) if o.error else None for o in outcomes}
         return Scenario(facts, template, baseline)
 
     return asyncio.run(make())
 
 
-@pytest.mark.parametrize("case", SQLITE_CASES, ids=str)
-async def test_a_damaged_sqlite_cell_is_reported_and_failing_calls_change_nothing(
-    case: Case, sqlite_scenario: Scenario, tmp_path: Path,
+@pytest.mark.parametrize("case", CASES, ids=str)
+async def test_a_damaged_cell_is_reported_and_failing_calls_change_nothing(
+    case: Case, scenario: Scenario, tmp_path: Path,
 ) -> None:
-    facts = sqlite_scenario.facts
-    db = _copy(sqlite_scenario.template, tmp_path / "damaged.db")
-    case.apply(db, facts)
+    facts = scenario.facts
+    db = await scenario.template.copy(tmp_path / "damaged.db")
+    await case.apply(db, facts)
     run = case.row.run(facts)
-    outcomes = await run_sqlite(db, tmp_path, facts, run)
-    conclude(judge(outcomes, run, facts, sqlite_scenario.baseline[run], case.extra_errors()))
+    outcomes = await run_calls(db, tmp_path, facts, run)
+    conclude(judge(outcomes, run, facts, scenario.baseline[run], case.extra_errors()))
 
 
 def test_the_undamaged_scenario_reads_and_writes_without_errors_except_misuse(
-    sqlite_scenario: Scenario,
+    scenario: Scenario,
 ) -> None:
-    facts = sqlite_scenario.facts
-    assert undamaged_errors(sqlite_scenario) == expected_undamaged_errors(facts)
-    assert len(SQLITE_CASES) > 150
+    facts = scenario.facts
+    assert undamaged_errors(scenario) == expected_undamaged_errors(facts)
+    assert len(CASES) > 150
 
 
 # -- focused behaviours ----------------------------------------------------------------------------
 
 
 async def test_damage_in_a_nested_head_stops_a_resume_before_a_sibling_saves_its_write(
-    sqlite_scenario: Scenario, tmp_path: Path,
+    scenario: Scenario, tmp_path: Path,
 ) -> None:
-    facts = sqlite_scenario.facts
-    db = _copy(sqlite_scenario.template, tmp_path / "nested.db")
-    Case(ROWS_BY_LABEL["A sub q@0"], "data", "invalid JSON").apply(db, facts)
-    before = _dump(db)
-    async with Runtime(SqliteStore(db)) as rt:
+    facts = scenario.facts
+    db = await scenario.template.copy(tmp_path / "nested.db")
+    await Case(ROWS_BY_LABEL["A sub q@0"], "data", "invalid JSON").apply(db, facts)
+    before = await _dump(db)
+    async with Runtime(db.store()) as rt:
         with pytest.raises(CheckpointCorruptedError) as err:
             await rt.resume(facts.workflows["A"], "A", responses={
                 "ask@2#1": "because", "sub@2/inner_ask@1#0": True})
     assert (err.value.run_id, err.value.checkpoint_id) == ("A", facts.sub_heads["A"])
     assert "'q'" in err.value.reason
-    after = _dump(db)
+    after = await _dump(db)
     for table in ("task_writes", "steps", "checkpoints", "channel_values", "log_chunks"):
         assert after[table] == before[table], table
 
 
 async def test_a_damaged_step_result_raises_from_resume_instead_of_failing_the_node(
-    sqlite_scenario: Scenario, tmp_path: Path,
+    scenario: Scenario, tmp_path: Path,
 ) -> None:
-    facts = sqlite_scenario.facts
-    db = _copy(sqlite_scenario.template, tmp_path / "step.db")
-    Case(ROWS_BY_LABEL["A lookup"], "data", "unknown tag").apply(db, facts)
-    async with Runtime(SqliteStore(db)) as rt:
+    facts = scenario.facts
+    db = await scenario.template.copy(tmp_path / "step.db")
+    await Case(ROWS_BY_LABEL["A lookup"], "data", "unknown tag").apply(db, facts)
+    async with Runtime(db.store()) as rt:
         with pytest.raises(CheckpointCorruptedError, match="martian") as err:
             await rt.resume(facts.workflows["A"], "A", responses={
                 "ask@2#1": "because", "sub@2/inner_ask@1#0": True})
@@ -303,24 +353,23 @@ async def test_a_damaged_step_result_raises_from_resume_instead_of_failing_the_n
 
 @pytest.mark.parametrize("column", ["superstep", "seq", "size"])
 async def test_a_counter_damaged_into_text_stops_resume_and_fork_before_anything_is_written(
-    column: str, sqlite_scenario: Scenario, tmp_path: Path,
+    column: str, scenario: Scenario, tmp_path: Path,
 ) -> None:
-    facts = sqlite_scenario.facts
-    db = _copy(sqlite_scenario.template, tmp_path / "counter.db")
+    facts = scenario.facts
+    db = await scenario.template.copy(tmp_path / "counter.db")
     head = facts.heads["D"]
-    with sqlite3.connect(db) as conn:
-        conn.execute(f"UPDATE checkpoints SET {column} = 'x' WHERE run_id = ? "
-                     "AND checkpoint_id = ?", ("D", head))
-    conn.close()
-    before = _dump(db)
-    async with Runtime(SqliteStore(db)) as rt:
+    await db.sql(lambda conn: conn.execute(
+        f"UPDATE checkpoints SET {column} = 'x' WHERE run_id = ? AND checkpoint_id = ?",
+        ("D", head)))
+    before = await _dump(db)
+    async with Runtime(db.store()) as rt:
         for call in (lambda: rt.resume(facts.workflows["D"], "D",
                                        responses={"approve@2#0": True}),
                      lambda: rt.fork(facts.workflows["D"], "D", head)):
             with pytest.raises(CheckpointCorruptedError, match=column) as err:
                 await call()
             assert (err.value.run_id, err.value.checkpoint_id) == ("D", head)
-            assert _dump(db) == before  # no answer, no status, no orphan fork
+            assert await _dump(db) == before  # no answer, no status, no orphan fork
 
 
 # -- bad input on an undamaged store -----------------------------------------------------------
@@ -350,11 +399,11 @@ BAD_INPUT: dict[str, tuple[str, Any]] = {
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))
 async def test_bad_input_raises_and_changes_nothing(
-    name: str, sqlite_scenario: Scenario, tmp_path: Path,
+    name: str, scenario: Scenario, tmp_path: Path,
 ) -> None:
     run, call = BAD_INPUT[name]
-    facts = sqlite_scenario.facts
-    outcomes = await _calls(_copy(sqlite_scenario.template, tmp_path / "bad.db"),
+    facts = scenario.facts
+    outcomes = await _calls(await scenario.template.copy(tmp_path / "bad.db"),
                             {name: lambda rt, f, r: call(rt, f)}, facts, run)
     [outcome] = outcomes
     assert isinstance(outcome.error, DurableFlowError), outcome.error

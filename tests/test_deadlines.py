@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import eventually, serving, store_dump
 
 from durable_flow import (
     END,
@@ -122,9 +122,9 @@ async def test_a_late_answer_is_refused_and_writes_nothing(rt: Runtime, via: str
 
 
 async def test_a_worker_runs_the_node_again_at_the_deadline(
-        any_store: Callable[[], CheckpointStore]) -> None:
+        store_factory: Callable[[], CheckpointStore]) -> None:
     wf = asking(0.5, default="nobody answered")
-    async with Runtime(any_store()) as rt, Worker(any_store(), [wf], poll_interval=0.05) as w:
+    async with Runtime(store_factory()) as rt, Worker(store_factory(), [wf], poll_interval=0.05) as w:
         async with serving(w):
             info = await rt.submit(wf)
             assert (await rt.wait(info.run_id, timeout=10)).status is RunStatus.WAITING

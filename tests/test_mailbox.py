@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
-from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import eventually, serving, store_dump
 
 from durable_flow import (
     END,
@@ -180,9 +180,9 @@ async def test_resuming_a_run_that_waits_for_an_event_delivers_nothing_twice(rt:
 
 
 async def test_a_worker_continues_a_run_the_moment_its_event_comes(
-        any_store: Callable[[], CheckpointStore]) -> None:
+        store_factory: Callable[[], CheckpointStore]) -> None:
     wf = waiting_for("webhook")
-    async with Runtime(any_store()) as rt, Worker(any_store(), [wf], poll_interval=0.05) as w:
+    async with Runtime(store_factory()) as rt, Worker(store_factory(), [wf], poll_interval=0.05) as w:
         async with serving(w):
             info = await rt.submit(wf)
             assert (await rt.wait(info.run_id, timeout=10)).status is RunStatus.WAITING

@@ -7,7 +7,7 @@ import collections
 from typing import Annotated, Any
 
 import pytest
-from mapkit import collect, every_store, pg_database  # noqa: F401  (fixtures)
+from mapkit import collect
 from pydantic import BaseModel
 
 from durable_flow import (

@@ -5,8 +5,6 @@ from __future__ import annotations
 import collections
 from typing import Annotated, Any
 
-from mapkit import every_store, pg_database  # noqa: F401  (fixtures)
-
 from durable_flow import (
     Blackboard,
     Command,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 from typing import Annotated, Any
 
-from mapkit import collect, every_store, pg_database  # noqa: F401  (fixtures)
+from mapkit import collect
 
 from durable_flow import (
     Blackboard,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import eventually, serving, store_dump
 
 from durable_flow import (
     END,
@@ -129,10 +129,11 @@ async def test_sleep_until_wakes_at_the_given_time(rt: Runtime) -> None:
 
 
 async def test_a_worker_continues_a_sleeping_run_when_it_is_due_and_not_before(
-        any_store: Callable[[], CheckpointStore]) -> None:
+        store_factory: Callable[[], CheckpointStore]) -> None:
     calls: list[str] = []
     wf = napping(calls)
-    async with Runtime(any_store()) as rt, Worker(any_store(), [wf], poll_interval=0.05) as w, serving(w):
+    async with Runtime(store_factory()) as rt, \
+            Worker(store_factory(), [wf], poll_interval=0.05) as w, serving(w):
         info = await rt.submit(wf, {"seconds": 0.6})
         slept = await rt.wait(info.run_id, timeout=10)
         assert slept.status is RunStatus.WAITING and slept.wake_at is not None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
-from waitkit import any_store_fixture, eventually, rt_fixture, serving, store_dump, wait_pg_dsn_fixture  # noqa: F401
+from waitkit import eventually, serving, store_dump
 
 from durable_flow import (
     END,
@@ -145,15 +145,15 @@ def test_first_difference_names_nodes_edges_and_the_rest() -> None:
 
 
 async def test_a_worker_holding_two_versions_runs_each_run_on_its_own(
-        any_store: Callable[[], CheckpointStore]) -> None:
+        store_factory: Callable[[], CheckpointStore]) -> None:
     calls: collections.Counter[str] = collections.Counter()
     v1, v2 = version_1(calls), version_2(calls)
-    async with Runtime(any_store()) as rt:
+    async with Runtime(store_factory()) as rt:
         paused = await rt.run(v1, {"title": "tides"})  # deployed before v2 existed
         [req] = paused.pending_requests
         await rt.respond(paused.run_id, {req.id: True})
         fresh = await rt.submit(v2, {"headline": "moon"})
-        async with Worker(any_store(), [v1, v2], poll_interval=0.05) as worker, serving(worker):
+        async with Worker(store_factory(), [v1, v2], poll_interval=0.05) as worker, serving(worker):
             async def settled() -> bool:
                 old, new = await rt.get_run(paused.run_id), await rt.get_run(fresh.run_id)
                 return old.status is RunStatus.COMPLETED and new.status is RunStatus.WAITING
@@ -187,9 +187,9 @@ async def test_a_v1_run_migrated_to_v2_completes_on_v2(rt: Runtime) -> None:
 
 
 async def test_a_migrated_run_keeps_its_pending_request_and_a_v2_worker_finishes_it(
-        any_store: Callable[[], CheckpointStore]) -> None:
+        store_factory: Callable[[], CheckpointStore]) -> None:
     v2 = version_2()
-    async with Runtime(any_store()) as rt:
+    async with Runtime(store_factory()) as rt:
         paused = await rt.run(version_1(), {"title": "tides"})
         [req] = paused.pending_requests
         moved = await rt.resume(v2, paused.run_id, migrate=True)
@@ -197,7 +197,7 @@ async def test_a_migrated_run_keeps_its_pending_request_and_a_v2_worker_finishes
         [pending] = moved.pending_requests
         assert (pending.id, pending.node) == (req.id, "sign_off")  # the id users know stays
         await rt.respond(paused.run_id, {req.id: True})
-        async with Worker(any_store(), [v2], poll_interval=0.05) as worker, serving(worker):
+        async with Worker(store_factory(), [v2], poll_interval=0.05) as worker, serving(worker):
             async def completed() -> bool:
                 return (await rt.get_run(paused.run_id)).status is RunStatus.COMPLETED
 

@@ -1,7 +1,8 @@
 """The store under test: every conformance test runs once per store kind.
 
 To add a backend, add its name to STORE_KINDS and a branch to ``_make``.
-PostgreSQL tests share one database per session, emptied before each test.
+PostgreSQL tests share one database per session (``pg_dsn``, from the
+tests' root ``conftest.py``), emptied before each test.
 """
 
 from __future__ import annotations
@@ -16,16 +17,9 @@ from durable_flow.store._postgres import PostgresStore
 from durable_flow.store._protocols import CheckpointStore
 from durable_flow.store._sqlite import SqliteStore
 
-from .pgdb import fresh_database, truncate_all
+from .pgdb import empty_tables, fresh_database
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """A database of this test session on the test server, migrated by the first store."""
-    with fresh_database() as dsn:
-        yield dsn
 
 
 @pytest.fixture
@@ -44,7 +38,7 @@ async def _make(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ch
         dsn = request.getfixturevalue("pg_dsn")
         store = PostgresStore(dsn, max_size=4)
         await store.setup()  # migrates the session's database once
-        await truncate_all(dsn)
+        await empty_tables(dsn)
         return store
     raise ValueError(kind)
 
@@ -64,7 +58,7 @@ async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
     """A PostgresStore on the session's database, emptied first (the PostgreSQL-only tests)."""
     store = PostgresStore(pg_dsn, max_size=4)
     await store.setup()
-    await truncate_all(pg_dsn)
+    await empty_tables(pg_dsn)
     try:
         yield store
     finally:

@@ -27,7 +27,7 @@ from durable_flow.store.sql._base import Fetch, Op, Tx, drive_async, get_run_tx,
 from durable_flow.store.sql._tables import RUNS, compile_statement, queries_for, run_params
 
 from .builders import make_run, start_run, state_of
-from .pgdb import run_async, truncate_all
+from .pgdb import empty_tables, run_async
 
 Q = queries_for(POSTGRES)
 
@@ -159,7 +159,7 @@ async def test_a_superstep_commit_is_begin_one_round_trip_per_statement_and_comm
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with PostgresStore(pg_dsn, min_size=1, max_size=1) as store:  # migrates a new database
-        await truncate_all(pg_dsn)
+        await empty_tables(pg_dsn)
         chain, lease = await start_run(store, "r1")
 
         def superstep() -> Commit:

@@ -78,6 +78,7 @@ __all__ = [
     "requests_from_tuples",
     "run_from_row",
     "run_params",
+    "schema_ddl",
     "task_write_from_row",
     "to_us",
 ]
@@ -152,6 +153,9 @@ class Queries:
         self._channels(c)
         self._tasks(d, c)
         self._requests(d, c)
+        # the DDL of every table and index, as the migrations leave them: what
+        # MemoryStore runs on its new in-memory database (read back from the cache)
+        self.schema = schema_ddl(d.dialect)
 
     def _runs(self, d: SqlDialect, c: Callable[[ClauseElement], Statement]) -> None:
         runs = RUNS
@@ -337,6 +341,18 @@ class Queries:
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
+
+
+def schema_ddl(dialect: Dialect) -> tuple[str, ...]:
+    """``CREATE TABLE`` and ``CREATE INDEX`` of every store table, in dependency order."""
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    ddl: list[str] = []
+    for table in METADATA.sorted_tables:
+        ddl.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        ddl += [str(CreateIndex(index).compile(dialect=dialect)).strip()
+                for index in sorted(table.indexes, key=lambda i: str(i.name))]
+    return tuple(ddl)
 
 
 @cache
