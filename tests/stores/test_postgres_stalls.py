@@ -25,7 +25,7 @@ from durable_flow.store.sql._base import Op
 from durable_flow.store.sql._tables import queries_for
 
 from .builders import Chain, make_run, start_run, step
-from .pgdb import truncate_all
+from .pgdb import empty_tables
 
 Q = queries_for(POSTGRES)
 
@@ -110,7 +110,7 @@ async def test_a_holder_stalled_inside_a_transaction_holds_its_run_for_stall_tim
     holder = PostgresStore(proxy.dsn(pg_dsn), stall_timeout=1.0, max_size=2)
     other = PostgresStore(pg_dsn, stall_timeout=1.0)
     async with holder, other:
-        await truncate_all(pg_dsn)
+        await empty_tables(pg_dsn)
         chain, lease = await start_run(holder, "r1", ttl=0.001)  # expired at once
         monkeypatch.setattr(_postgres, "_perform", perform)
         stalled = asyncio.create_task(holder.put_step(lease, step(
@@ -147,7 +147,7 @@ async def test_a_statement_the_network_stalls_gives_its_connection_up(
 ) -> None:
     async with PostgresStore(proxy.dsn(pg_dsn), stall_timeout=0.2, reconnect_timeout=0.5,
                              min_size=1, max_size=1) as store:
-        await truncate_all(pg_dsn)
+        await empty_tables(pg_dsn)
         await store.create_run(make_run("r1"), [], None)
         proxy.freeze()
         async with asyncio.timeout(10):  # without a statement timeout it waits for ever
@@ -164,7 +164,7 @@ async def test_a_call_cancelled_mid_statement_leaves_no_session_behind(
     pg_dsn: str, proxy: NetProxy
 ) -> None:
     async with PostgresStore(proxy.dsn(pg_dsn), min_size=1, max_size=1) as store:
-        await truncate_all(pg_dsn)
+        await empty_tables(pg_dsn)
         await store.create_run(make_run("r1"), [], None)
         proxy.freeze()
         call = asyncio.create_task(store.get_run("r1"))
