@@ -18,12 +18,20 @@ __version__ = "0.1.0"
 # public name -> the private module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
     "Agent": "agents._agent",
+    "ChatChunk": "agents._models",
     "ChatModel": "agents._models",
     "ChatResponse": "agents._models",
-    "OpenAIChatModel": "agents._models",
+    "StreamingChatModel": "agents._models",
     "ToolSpec": "agents._models",
     "Usage": "agents._models",
+    "OpenAIChatModel": "agents._openai",
+    "LangChainModel": "agents._providers",
+    "PydanticAIModel": "agents._providers",
     "WorkflowBuilder": "build._builder",
+    "Budget": "model._budget",
+    "BudgetDecision": "model._budget",
+    "RunUsage": "model._budget",
+    "BudgetExceededError": "errors",
     "to_mermaid": "build._diagram",
     "dump_workflow": "build.declarative._load",
     "load_workflow": "build.declarative._load",
@@ -76,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "model._records",
     "RunStatus": "model._records",
     "Snapshot": "model._records",
+    "StreamEntry": "model._records",
     "add": "model._reducers",
     "append": "model._reducers",
     "merge": "model._reducers",
@@ -100,12 +109,15 @@ _EXPORTS: dict[str, str] = {
 if _typing.TYPE_CHECKING:
     from .agents._agent import Agent
     from .agents._models import (
+        ChatChunk,
         ChatModel,
         ChatResponse,
-        OpenAIChatModel,
+        StreamingChatModel,
         ToolSpec,
         Usage,
     )
+    from .agents._openai import OpenAIChatModel
+    from .agents._providers import LangChainModel, PydanticAIModel
     from .build._builder import WorkflowBuilder
     from .build._diagram import to_mermaid
     from .build.declarative._load import dump_workflow, load_workflow
@@ -157,6 +169,7 @@ if _typing.TYPE_CHECKING:
         RunResult,
         RunStatus,
         Snapshot,
+        StreamEntry,
     )
     from .model._reducers import add, append, merge
     from .model._retry import RetryPolicy
@@ -190,6 +203,10 @@ __all__ = [
     "END",
     "Agent",
     "Blackboard",
+    "Budget",
+    "BudgetDecision",
+    "BudgetExceededError",
+    "ChatChunk",
     "ChatModel",
     "ChatResponse",
     "CheckpointCorruptedError",
@@ -211,6 +228,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidLinkError",
     "InvalidResponseError",
+    "LangChainModel",
     "LeaseLostError",
     "MemoryStore",
     "Message",
@@ -224,6 +242,7 @@ __all__ = [
     "Policy",
     "PostgresStore",
     "Principal",
+    "PydanticAIModel",
     "RequestTimeoutError",
     "RetryPolicy",
     "RunExistsError",
@@ -234,6 +253,7 @@ __all__ = [
     "RunNotResumableError",
     "RunResult",
     "RunStatus",
+    "RunUsage",
     "Runtime",
     "SchemaVersionError",
     "Send",
@@ -243,6 +263,8 @@ __all__ = [
     "SqliteStore",
     "StateUpdateError",
     "StoreError",
+    "StreamEntry",
+    "StreamingChatModel",
     "SubworkflowError",
     "SuperstepLimitError",
     "ToolCall",

@@ -78,8 +78,8 @@ class Executor:
         task = self.active.get(run_id)
         return task is not None and not task.done()
 
-    async def cancel_active(self, run_id: str) -> bool:
-        """Cancel the run's execution in this runtime and wait for it; False if none is under way."""
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel the run's execution in this runtime and wait for it; False if there is none."""
         task = self.active.get(run_id)
         if task is None or task.done():
             return False

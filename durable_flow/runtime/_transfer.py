@@ -46,7 +46,8 @@ __all__ = ["FORMAT", "VERSION", "export_run", "import_run"]
 FORMAT = "durable-flow run"
 VERSION = 1
 _BYTES = "$bytes"
-_TYPES: dict[str, type] = {"bool": bool, "int": int, "str": str, "bytes": bytes}
+_TYPES: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float),
+                                              "str": str, "bytes": bytes}
 _UNHELD = {"lease_owner": None, "lease_expires_at": None, "claim_token": None}
 
 

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-# 0007 (agent streams) is written beside this one; until it lands this revises 0006
-down_revision = "0006"
+
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

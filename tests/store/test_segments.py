@@ -191,6 +191,9 @@ async def test_upgrading_merges_the_chunks_written_before_segments(
         conn.execute("ALTER TABLE requests DROP COLUMN approval")  # added by 0008, with:
         for table in ("decisions", "notifications", "users"):
             conn.execute(f"DROP TABLE {table}")
+        conn.execute("DROP TABLE stream_entries")  # added by 0007, with these columns
+        for column in ("input_tokens", "output_tokens", "usd", "budget_tokens", "budget_usd"):
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     async with SqliteStore(db, synchronous="normal") as store:
         for c in (chain, sub):
             for meta in c.metas:
