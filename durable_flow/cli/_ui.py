@@ -13,7 +13,7 @@ from rich.text import Text
 from ._db import display_db, open_store
 from ._options import RegistryOpt
 from ._output import make_console
-from ._support import CliError, options
+from ._support import CliError, UsageError, options
 from ._targets import load_targets
 
 __all__ = ["ui"]
@@ -105,7 +105,7 @@ def notifiers_from(webhook: str | None, smtp: str | None, sender: str) -> list[A
     if smtp:
         host, _, port = smtp.rpartition(":")
         if not host or not port.isdigit():
-            raise CliError(f"--smtp takes HOST:PORT, not {smtp!r}", 2)
+            raise UsageError(f"--smtp takes HOST:PORT, not {smtp!r}")
         found.append(SmtpNotifier(host, int(port), sender))
     return found
 

@@ -17,6 +17,7 @@ from ._options import RegistryOpt
 from ._output import make_console
 from ._support import CliOptions, options
 from ._targets import load_targets
+from ._ui import notifiers_from
 
 __all__ = ["worker"]
 
@@ -38,6 +39,18 @@ def worker(
         help="Seconds running supersteps get to finish on stop.")] = 10.0,
     name: Annotated[str | None, typer.Option(help="This worker's name in leases and logs.")] = None,
     registry: RegistryOpt = None,
+    notify_webhook: Annotated[str | None, typer.Option(
+        "--notify-webhook", metavar="URL", show_default=False,
+        help="Deliver the notification outbox to this webhook (JSON, Slack-compatible).")] = None,
+    smtp: Annotated[str | None, typer.Option(
+        "--smtp", metavar="HOST:PORT", show_default=False,
+        help="Deliver the notification outbox by email through this SMTP server.")] = None,
+    smtp_from: Annotated[str, typer.Option("--smtp-from", metavar="ADDR",
+                                           help="The sender of those emails.")
+                         ] = "durable-flow@localhost",
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", metavar="URL", show_default=False,
+        help="Where `durable-flow ui` is reached, for signed links in notifications.")] = None,
 ) -> None:
     """Claim queued and abandoned runs of these workflows and execute them.
 
@@ -52,7 +65,8 @@ def worker(
     workflows = [t.workflow for t in load_targets(targets, registry)]
     made = Worker(open_store(opts.db, create=True, serving=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
-                  name=name)
+                  name=name, notifiers=notifiers_from(notify_webhook, smtp, smtp_from),
+                  base_url=base_url)
     asyncio.run(_serve(opts, made, workflows))
 
 

@@ -119,3 +119,15 @@ def test_link_prints_a_signed_url_for_an_open_request(tmp_path: Path,
     monkeypatch.delenv("DURABLE_FLOW_SECRET")
     one_error_line(script(tmp_path, "link", run_id, rid, "--for", "fay"), 1,
                    "DURABLE_FLOW_SECRET")
+
+
+def test_worker_takes_notifiers_and_refuses_a_malformed_smtp_address(tmp_path: Path) -> None:
+    (tmp_path / "wmod.py").write_text(
+        "from durable_flow import Blackboard, WorkflowBuilder\n"
+        "class S(Blackboard):\n    x: int = 0\n"
+        "b = WorkflowBuilder('w', state=S)\nb.add_node('a', lambda s: None)\nb.set_entry('a')\n"
+        "wf = b.build()\n")
+    helped = script(tmp_path, "worker", "--help")
+    assert all(flag in helped.stdout for flag in ("--notify-webhook", "--smtp", "--base-url"))
+    one_error_line(script(tmp_path, "worker", "wmod:wf", "--smtp", "nohost"), 2,
+                   "--smtp takes HOST:PORT")
