@@ -15,7 +15,10 @@ export DURABLE_FLOW_TEST_PG_DSN
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# setuptools notes that an editable install of a package with a mapped folder
+	@# (migrations/ ships as durable_flow._migrations) may be shadowed by folders of
+	@# the same name; nothing here is, so that one note is not printed
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

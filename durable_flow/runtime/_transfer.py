@@ -46,8 +46,7 @@ __all__ = ["FORMAT", "VERSION", "export_run", "import_run"]
 FORMAT = "durable-flow run"
 VERSION = 1
 _BYTES = "$bytes"
-_TYPES: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float),
-                                              "str": str, "bytes": bytes}
+_TYPES: dict[str, type] = {"bool": bool, "int": int, "str": str, "bytes": bytes}
 _UNHELD = {"lease_owner": None, "lease_expires_at": None, "claim_token": None}
 
 
@@ -169,6 +168,9 @@ def _value(table: str, name: str, kind: str, nullable: bool, value: Any) -> obje
             return orjson.dumps(value)
         except (ValueError, TypeError) as exc:
             raise InvalidInputError(f"column {table}.{name} cannot be stored: {exc}") from None
+    elif kind == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
     elif isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, bool)):
         return value
     raise InvalidInputError(f"column {table}.{name} holds {value!r}, not a {kind}"

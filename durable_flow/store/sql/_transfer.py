@@ -52,7 +52,7 @@ class TransferQueries:
 
 @cache
 def columns(table: str) -> tuple[tuple[str, str, bool], ...]:
-    """``(name, kind, nullable)`` of each column; kind: ``bytes``, ``bool``, ``int``, ``float``, ``str``."""
+    """``(name, kind, nullable)`` of each column: ``bytes``, ``bool``, ``int``, ``float`` or ``str``."""
     from sqlalchemy import Boolean, Float, Integer, LargeBinary
 
     from ._tables import METADATA
@@ -101,7 +101,7 @@ def _normal(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
         value = out.get(name)
         if value is not None:
             out[name] = bytes(value) if kind == "bytes" else bool(value) if kind == "bool" \
-                else value
+                else float(value) if kind == "float" else value
     return out
 
 
