@@ -176,7 +176,10 @@ async def test_a_call_cancelled_mid_statement_leaves_no_session_behind(
         proxy.thaw()
         await _until(lambda: _no_session_left_behind(proxy, store),
                      "the cancelled call's session to end")
-        assert proxy.connections == 2  # the cancelled call's connection was closed
+        # the cancelled call's connection was closed, not handed back: the next call
+        # needs a new one (a busy machine may have reconnected more than once meanwhile)
+        assert (await store.get_run("r1")) is not None
+        assert proxy.connections >= 2
 
 
 # -- setup while the server is down -------------------------------------------------------
