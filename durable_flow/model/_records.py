@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import RunFailedError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._blackboard import Blackboard
     from ._messages import Message
 
@@ -155,7 +157,7 @@ class Snapshot:
     status: RunStatus
     values: dict[str, Any]
     error: ErrorInfo | None
-    node_histories: dict[str, list[Message]]
+    node_histories: dict[str, Sequence[Message]]
     next_tasks: tuple[str, ...]
     pending_requests: tuple[PendingRequest, ...]
     subworkflows: dict[str, Snapshot] = field(default_factory=dict)
