@@ -247,6 +247,15 @@ class Queries:
         self.cp_get = c(select(cps).where(*_where(cps, "run_id", "checkpoint_id")))
         self.cp_head = c(select(cps).where(*_where(cps, "run_id", "thread"))
                          .order_by(cps.c.seq.desc()).limit(1))
+        # a thread's oldest checkpoint: one row of ux_checkpoints_thread_seq
+        self.cp_first = c(select(cps).where(*_where(cps, "run_id", "thread"))
+                          .order_by(cps.c.seq).limit(1))
+        # ids matching a pattern (an id's end or start): at most ``limit`` of the run's ids
+        self.cp_ids_like = c(
+            select(cps.c.checkpoint_id).where(
+                *_where(cps, "run_id"),
+                cps.c.checkpoint_id.like(bindparam("pattern", type_=String), escape="\\"))
+            .order_by(cps.c.checkpoint_id).limit(bindparam("limit", type_=Integer)))
         # history pages: a range of ix_checkpoints_namespace (or the primary key), newest first
         listing = select(cps).where(*_where(cps, "run_id")).order_by(cps.c.checkpoint_id.desc())
         self.cp_list = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
