@@ -19,6 +19,7 @@ from sqlalchemy import (
     Delete,
     Insert,
     Integer,
+    LargeBinary,
     Select,
     String,
     Table,
@@ -26,12 +27,17 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     literal_column,
     select,
     tuple_,
     update,
 )
+from sqlalchemy import (
+    cast as sql_cast,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
@@ -214,6 +220,13 @@ class Queries:
             *lease, head, runs.c.status == RunStatus.RUNNING.value, runs.c.error.is_(None))
             .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head"),
                     start_attempts=0, start_after=None))
+        if d.dialect.name == "postgresql":
+            self.commit_advance: Statement | None = c(_advance(self_moved=update(runs).where(
+                *lease, head, runs.c.status == RunStatus.RUNNING.value, runs.c.error.is_(None))
+                .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head"),
+                        start_attempts=0, start_after=None)))
+        else:
+            self.commit_advance = None
         # a worker's claim: the oldest runs of one workflow version a worker may take,
         # highest priority first; rows another transaction locked are skipped
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
@@ -350,6 +363,30 @@ class Queries:
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
+
+
+def _advance(self_moved: Update) -> Select[Any]:
+    """The common superstep commit in one statement (PostgreSQL, see ``_advance.py``).
+
+    Data-modifying CTEs: the run's head moves (``run_advance_cas``: lease and
+    head checked) and, only when that UPDATE matched, the checkpoint, its new
+    values and its log chunks (``unnest`` of parallel arrays) are inserted.
+    The statement returns how many runs moved (0: nothing was written).
+    """
+    cps, vals, logs = CHECKPOINTS, CHANNEL_VALUES, LOG_CHUNKS
+    moved = self_moved.returning(RUNS.c.run_id).cte("moved")
+    went = select(moved.c.run_id).exists()
+    row = [sql_cast(bindparam(col.name), col.type) for col in cps.c]
+    cp = insert(cps).from_select([col.name for col in cps.c], select(*row).where(went))
+    key = [sql_cast(bindparam(name), vals.c[name].type) for name in ("run_id", "thread", "seq")]
+
+    def rows(table: Table, prefix: str) -> Insert:
+        return insert(table).from_select(["run_id", "thread", "seq", "channel", "data"], select(
+            *key, func.unnest(bindparam(f"{prefix}_channels", type_=ARRAY(String))),
+            func.unnest(bindparam(f"{prefix}_data", type_=ARRAY(LargeBinary)))).where(went))
+
+    return (select(func.count()).select_from(moved)
+            .add_cte(cp.cte("cp"), rows(vals, "value").cte("vals"), rows(logs, "log").cte("logs")))
 
 
 def schema_ddl(dialect: Dialect) -> tuple[str, ...]:
