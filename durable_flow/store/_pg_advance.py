@@ -1,11 +1,13 @@
 """PostgreSQL's common superstep commit in one round trip.
 
 A running run's top-level superstep that only moves its head (no answers,
-requests, task writes, marks, carries, nested threads, status change, and
-no log segment to merge) is written by one statement, ``commit_advance``
-(``sql/_tables.py``: the lease- and head-checked UPDATE of the run, then the
-checkpoint, its values and its chunks, inserted only when the UPDATE
-matched), sent on its own: no BEGIN, no COMMIT, one request and one reply.
+requests, task writes, marks, carries, nested threads, status change) is
+written by one statement, ``commit_advance`` (``sql/_tables.py``: the lease-
+and head-checked UPDATE of the run, then the checkpoint, its values and its
+chunks, inserted only when the UPDATE matched; ``commit_advance_merge`` when
+the checkpoint completes a block of log chunks, merging it as
+``insert_checkpoint`` does), sent on its own: no BEGIN, no COMMIT, one
+request and one reply.
 
 Anything else, and a statement that moved no run (a lost lease, a moved
 head, a run whose row changed), goes the usual way (``commit_tx`` in one
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ._rows import Commit
     from .sql._base import SqlStore
     from .sql._statement import Statement
+    from .sql._tables import Queries
 
 __all__ = ["UNKNOWN", "advance", "commit_advancing", "plain_advance"]
 
@@ -49,14 +52,14 @@ def plain_advance(commit: Commit) -> bool:
             and upd.head_checkpoint_id == cp.meta.id
             and commit.mark is None and commit.carry is None and not commit.nested
             and not commit.task_writes and not commit.requests and not commit.answers
-            and not commit.reopen and not commit.drop_open_requests
-            and merge_block(cp.meta.seq) is None)
+            and not commit.reopen and not commit.drop_open_requests)
 
 
 def _params(commit: Commit) -> dict[str, object]:
     assert commit.checkpoint is not None
     lease, cp = commit.lease, commit.checkpoint
     return {**t.checkpoint_params(cp.meta), "now": now_us(), "epoch": lease.epoch,
+            "first": merge_block(cp.meta.seq),
             "owner": lease.owner, "expect_head": commit.extends, "new_head": cp.meta.id,
             "value_channels": list(cp.values), "value_data": list(cp.values.values()),
             "log_channels": list(cp.appends), "log_data": list(cp.appends.values())}
@@ -82,13 +85,18 @@ async def advance(pool: Any, lost: Any, stmt: Statement,
     return bool(moved)
 
 
-async def commit_advancing(store: SqlStore, driver: Any, stmt: Statement | None,
-                           commit: Commit, usual: Callable[[Commit], Awaitable[None]]) -> None:
-    """Write ``commit``: in one statement ``stmt`` when it is a plain advance, else ``usual``ly.
+async def commit_advancing(store: SqlStore, driver: Any, q: Queries, commit: Commit,
+                           usual: Callable[[Commit], Awaitable[None]]) -> None:
+    """Write ``commit``: in one statement when it is a plain advance, else ``usual``ly.
 
     ``driver`` has the store's ``pool`` and its ``lost`` test of errors.
     """
-    if stmt is None or not plain_advance(commit):
+    if not plain_advance(commit):
+        return await usual(commit)
+    assert commit.checkpoint is not None
+    merging = merge_block(commit.checkpoint.meta.seq) is not None
+    stmt = q.commit_advance_merge if merging else q.commit_advance
+    if stmt is None:
         return await usual(commit)
     try:
         done = await advance(driver.pool, driver.lost, stmt, commit)

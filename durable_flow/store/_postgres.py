@@ -554,8 +554,7 @@ class PostgresStore(SqlStore):
 
     async def commit(self, commit: Commit) -> None:
         """Write a commit; the common superstep commit in one round trip (``_pg_advance``)."""
-        await commit_advancing(self, self.driver, self._q.commit_advance, commit,
-                               super().commit)
+        await commit_advancing(self, self.driver, self._q, commit, super().commit)
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease on the store's renewal connection (never behind the pool)."""
