@@ -72,16 +72,24 @@ async def advance(pool: Any, lost: Any, stmt: Statement,
     ``lost(exc)`` says whether an error is the connection going away: then
     the outcome is ``UNKNOWN``. An error the server replied with rolled the
     statement back (False). A cancelled or timed-out statement closes its
-    connection, as the store's transactions do.
+    connection, as the store's transactions do. No connection to be had
+    (nothing sent) is False too: the usual transaction retries, or raises.
     """
-    async with pool.acquire() as conn:
-        try:
-            moved = await conn.fetchval(stmt.sql, *stmt.bind(_params(commit)))
-        except (TimeoutError, asyncio.CancelledError):
-            conn.terminate()
-            raise
-        except Exception as exc:
-            return UNKNOWN if lost(exc) or conn.is_closed() else False
+    moved: object = None
+    try:
+        async with pool.acquire() as conn:
+            try:
+                moved = await conn.fetchval(stmt.sql, *stmt.bind(_params(commit)))
+            except (TimeoutError, asyncio.CancelledError):
+                conn.terminate()
+                raise
+            except Exception as exc:
+                return UNKNOWN if lost(exc) or conn.is_closed() else False
+    except TimeoutError:
+        return UNKNOWN
+    except Exception:  # acquiring or giving back the connection failed
+        if moved is None:
+            return False  # nothing was sent
     return bool(moved)
 
 
@@ -98,10 +106,7 @@ async def commit_advancing(store: SqlStore, driver: Any, q: Queries, commit: Com
     stmt = q.commit_advance_merge if merging else q.commit_advance
     if stmt is None:
         return await usual(commit)
-    try:
-        done = await advance(driver.pool, driver.lost, stmt, commit)
-    except TimeoutError:
-        done = UNKNOWN
+    done = await advance(driver.pool, driver.lost, stmt, commit)
     if done is True:
         return None
     try:
