@@ -18,12 +18,20 @@ __version__ = "0.1.0"
 # public name -> the private module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
     "Agent": "agents._agent",
+    "ChatChunk": "agents._models",
     "ChatModel": "agents._models",
     "ChatResponse": "agents._models",
-    "OpenAIChatModel": "agents._models",
+    "StreamingChatModel": "agents._models",
     "ToolSpec": "agents._models",
     "Usage": "agents._models",
+    "OpenAIChatModel": "agents._openai",
+    "LangChainModel": "agents._providers",
+    "PydanticAIModel": "agents._providers",
     "WorkflowBuilder": "build._builder",
+    "Budget": "model._budget",
+    "BudgetDecision": "model._budget",
+    "RunUsage": "model._budget",
+    "BudgetExceededError": "errors",
     "to_mermaid": "build._diagram",
     "dump_workflow": "build.declarative._load",
     "load_workflow": "build.declarative._load",
@@ -71,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "model._records",
     "RunStatus": "model._records",
     "Snapshot": "model._records",
+    "StreamEntry": "model._records",
     "add": "model._reducers",
     "append": "model._reducers",
     "merge": "model._reducers",
@@ -91,12 +100,15 @@ _EXPORTS: dict[str, str] = {
 if _typing.TYPE_CHECKING:
     from .agents._agent import Agent
     from .agents._models import (
+        ChatChunk,
         ChatModel,
         ChatResponse,
-        OpenAIChatModel,
+        StreamingChatModel,
         ToolSpec,
         Usage,
     )
+    from .agents._openai import OpenAIChatModel
+    from .agents._providers import LangChainModel, PydanticAIModel
     from .build._builder import WorkflowBuilder
     from .build._diagram import to_mermaid
     from .build.declarative._load import dump_workflow, load_workflow
@@ -144,6 +156,7 @@ if _typing.TYPE_CHECKING:
         RunResult,
         RunStatus,
         Snapshot,
+        StreamEntry,
     )
     from .model._reducers import add, append, merge
     from .model._retry import RetryPolicy
@@ -176,6 +189,10 @@ __all__ = [
     "END",
     "Agent",
     "Blackboard",
+    "Budget",
+    "BudgetDecision",
+    "BudgetExceededError",
+    "ChatChunk",
     "ChatModel",
     "ChatResponse",
     "CheckpointCorruptedError",
@@ -195,6 +212,7 @@ __all__ = [
     "InvalidGotoError",
     "InvalidInputError",
     "InvalidResponseError",
+    "LangChainModel",
     "LeaseLostError",
     "MemoryStore",
     "Message",
@@ -203,6 +221,7 @@ __all__ = [
     "OpenAIChatModel",
     "PendingRequest",
     "PostgresStore",
+    "PydanticAIModel",
     "RequestTimeoutError",
     "RetryPolicy",
     "RunExistsError",
@@ -213,6 +232,7 @@ __all__ = [
     "RunNotResumableError",
     "RunResult",
     "RunStatus",
+    "RunUsage",
     "Runtime",
     "SchemaVersionError",
     "Send",
@@ -221,6 +241,8 @@ __all__ = [
     "SqliteStore",
     "StateUpdateError",
     "StoreError",
+    "StreamEntry",
+    "StreamingChatModel",
     "SubworkflowError",
     "SuperstepLimitError",
     "ToolCall",

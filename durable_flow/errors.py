@@ -30,7 +30,8 @@ well as a readable message::
     │   ├── RunExistsError             a new run's id is already taken
     │   ├── RunLockedError             another runtime holds the run's lease
     │   └── LeaseLostError             our lease or the head we extend moved
-    └── ModelError                     a chat model call failed or replied badly
+    ├── ModelError                     a chat model call failed or replied badly
+    └── BudgetExceededError            a person stopped a run at its budget
 
 Control flow that user code must not swallow (a node pausing for a person)
 is not an error: see ``durable_flow.engine._context.Interrupt`` (a ``BaseException``).
@@ -42,9 +43,11 @@ An error the runtime raises inside a node (through ``ctx.step``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = [
+    "BudgetExceededError",
     "CheckpointCorruptedError",
     "CheckpointNotFoundError",
     "ConflictingUpdateError",
@@ -408,8 +411,33 @@ class LeaseLostError(StoreError):
 
 
 class ModelError(DurableFlowError):
-    """A chat model call failed, or its reply could not be used."""
+    """A chat model call failed, or its reply could not be used.
 
-    def __init__(self, message: str, *, raw: str | None = None) -> None:
+    ``transient`` is True for failures worth trying again (a timeout, a lost
+    connection, HTTP 429 or 5xx): agent nodes retry those with backoff,
+    waiting at least ``retry_after`` seconds when the server said so.
+    """
+
+    def __init__(self, message: str, *, raw: str | None = None, transient: bool = False,
+                 retry_after: float | None = None) -> None:
         self.raw = raw
+        self.transient = transient
+        self.retry_after = retry_after
         super().__init__(message if raw is None else f"{message}; raw reply: {raw!r}")
+
+
+class BudgetExceededError(DurableFlowError):
+    """A run reached its ``Budget`` and the person asked chose to stop it.
+
+    ``used`` and ``limit`` are the plain forms of the run's usage and budget
+    when the node asked.
+    """
+
+    def __init__(self, run_id: str, node: str, used: Mapping[str, Any],
+                 limit: Mapping[str, Any]) -> None:
+        self.run_id = run_id
+        self.node = node
+        self.used = dict(used)
+        self.limit = dict(limit)
+        super().__init__(f"run {run_id}: node {node!r} stopped at its budget "
+                         f"(used {self.used}, limit {self.limit})")

@@ -24,20 +24,26 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_json, to_jsonable_python
 
+from ..engine._budget import check_budget
 from ..engine._context import NodeContext
 from ..errors import ExpressionError, ModelError
 from ..model._blackboard import Blackboard, schema_for
 from ..model._expr import resolve_path
-from ..model._graph import Condition, ConditionLike, NodeSpec
+from ..model._graph import Command, Condition, ConditionLike, NodeSpec
 from ..model._messages import Message, ToolCall
 from ..model._retry import RetryPolicy
-from ._models import ChatModel, ToolSpec, model_name
+from ._calls import ModelCall
+from ._handoffs import Handoffs
+from ._models import ChatModel, model_name
+from ._pricing import priced
+from ._tools import Tool, compile_tools, validation_errors
+from .context import Context
 
 __all__ = ["Agent", "HistoryMode", "template_paths", "to_text"]
 
@@ -65,8 +71,17 @@ class Agent:
     the model sees the node's own history (``"node"``), the global messages
     (``"global"``) or neither (``"none"``); ``reads`` adds those fields as a
     context block to the system prompt and implies ``"none"`` unless
-    ``keep_history``. ``tools`` are plain functions with type hints; a
-    parameter annotated ``NodeContext`` receives the context.
+    ``keep_history``. ``context`` (``durable_flow.agents.context``) narrows
+    that history further and adds blackboard fields to the prompt.
+    ``tools`` are plain functions with type hints; a parameter annotated
+    ``NodeContext`` receives the context; each call is published as
+    ``tool_started``/``tool_finished``. ``handoffs`` (node ids) give the model
+    one ``transfer_to_<id>`` tool each, of which it must call exactly one; the
+    node routes there with the model's reason. A model that can stream is
+    streamed (``model_delta`` events); a transient model error is retried up
+    to ``model_retries`` times; a reply that breaks the output schema (or a
+    handoff agent that does not transfer) is sent back with the problem up to
+    ``output_retries`` times before the node fails.
     """
 
     model: ChatModel
@@ -83,10 +98,15 @@ class Agent:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     skip_if: ConditionLike | None = None
+    context: Context | None = None
+    handoffs: Sequence[str] = ()
+    output_retries: int = 1
+    model_retries: int = 3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "handoffs", tuple(self.handoffs))
         if self.output is not None and not isinstance(self.output, type):
             object.__setattr__(self, "output", tuple(self.output))
 
@@ -130,6 +150,8 @@ class Agent:
                     found.setdefault(path.split(".")[0], where)
         for name in self.reads:
             found.setdefault(name.split(".")[0], "reads")
+        for name in self.context.keys if self.context is not None else ():
+            found.setdefault(name.split(".")[0], "context")
         if self.input_key and self.input_template is None:
             found.setdefault(self.input_key.split(".")[0], "input_key")
         return found
@@ -154,6 +176,14 @@ class Agent:
             out.append(f"{where}: history must be one of {', '.join(_MODES)}, not {self.history!r}")
         if self.max_tool_rounds < 0:
             out.append(f"{where}: max_tool_rounds must be >= 0")
+        for name in ("output_retries", "model_retries"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                out.append(f"{where}: {name} must be a whole number >= 0, not {value!r}")
+        if self.context is not None and not isinstance(self.context, Context):
+            out.append(f"{where}: context must come from durable_flow.agents.context "
+                       f"(window, user_only, from_state, none), not {self.context!r:.60}")
+        out += Handoffs.problems(self.handoffs, where, has_output=bool(self.output_types))
         for cls in self.output_types:
             if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
                 out.append(f"{where}: output {cls!r} is not a pydantic model class")
@@ -172,15 +202,18 @@ class Agent:
                 problems.append(f"agent {id!r} skip_if: {exc}")
         runner = _Runner(self, id, tools, self.output_schema() if not problems else None)
 
-        async def run_agent(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        async def run_agent(state: Any, ctx: NodeContext) -> dict[str, Any] | Command:
             return await runner.run(state, ctx)
 
         run_agent.__qualname__ = run_agent.__name__ = f"agent_{id}"
         meta = {"agent": self, "model": model_name(self.model), "history": self.history_mode,
-                "tools": tuple(tools), "reads_from": self.read_fields(), "problems": tuple(problems)}
+                "tools": (*tools, *runner.handoffs.by_tool), "reads_from": self.read_fields(),
+                "problems": tuple(problems)}
+        if self.context is not None and isinstance(self.context, Context):
+            meta["context"] = self.context.describe()
         return NodeSpec(id=id, fn=run_agent, kind="agent", retry=self.retry, timeout=self.timeout,
-                        skip_if=skip, produces=self.writes(), consumes=tuple(self.read_fields()),
-                        meta=MappingProxyType(meta))
+                        skip_if=skip, goto=tuple(self.handoffs), produces=self.writes(),
+                        consumes=tuple(self.read_fields()), meta=MappingProxyType(meta))
 
 
 # ---------------------------------------------------------------------------
@@ -191,26 +224,34 @@ class Agent:
 class _Runner:
     """Runs one agent task: prompt, model rounds, tools, output."""
 
-    def __init__(self, agent: Agent, id: str, tools: Mapping[str, _Tool],
+    def __init__(self, agent: Agent, id: str, tools: Mapping[str, Tool],
                  output_schema: dict[str, Any] | None) -> None:
         self.agent = agent
         self.id = id
         self.tools = tools
-        self.specs = [t.spec for t in tools.values()]
+        self.handoffs = Handoffs(agent.handoffs)
+        self.specs = [t.spec for t in tools.values()] + self.handoffs.specs
         self.output_schema = output_schema
 
-    async def run(self, state: Any, ctx: NodeContext) -> dict[str, Any]:
+    async def run(self, state: Any, ctx: NodeContext) -> dict[str, Any] | Command:
         agent = self.agent
         shared = _RunInput(ctx, state)
-        system = await render(agent.instructions, state, shared) + _context_block(agent.reads, state)
+        keys = (*agent.reads, *(agent.context.keys if agent.context is not None else ()))
+        system = await render(agent.instructions, state, shared) + \
+            _context_block(tuple(dict.fromkeys(keys)), state)
         text = await self.resolve_input(state, shared)
         new = [Message.user(text)] if text else []  # no input: the history speaks for itself
         mode = agent.history_mode
         prior = ctx.history if mode == "node" else \
             list(getattr(state, "messages", [])) if mode == "global" else []
+        if agent.context is not None:
+            prior = agent.context.select(prior)
         convo = [*([Message.system(system)] if system.strip() else []), *prior, *new]
         reply = await self.converse(convo, new, ctx)
         ctx.remember(*new[:-1])
+        transfer = self.handoffs.chosen(reply)
+        if transfer is not None:
+            return self.handoffs.command(reply, transfer, agent.output_key or "answer")
         update = self.output_update(reply, state)
         update["messages"] = [reply]
         return update
@@ -233,11 +274,12 @@ class _Runner:
     async def converse(self, convo: list[Message], new: list[Message], ctx: NodeContext) -> Message:
         """Model rounds and tool calls until the model answers without tools."""
         used: set[str] = set()
+        model = ModelCall(self.agent.model, retries=self.agent.model_retries, publish=ctx.publish)
         for round_no in range(self.agent.max_tool_rounds + 1):
-            reply = await self.ask(round_no, list(convo), ctx)
+            reply = await self.ask(round_no, convo, new, ctx, model)
             convo.append(reply)
             new.append(reply)
-            if not reply.tool_calls:
+            if not reply.tool_calls or self.handoffs.chosen(reply) is not None:
                 return reply
             if round_no == self.agent.max_tool_rounds:
                 raise ModelError(f"agent {self.id!r} still calls tools after max_tool_rounds="
@@ -251,25 +293,75 @@ class _Runner:
                 new.append(result)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def ask(self, round_no: int, convo: list[Message], ctx: NodeContext) -> Message:
-        """One model round as a durable step; a reply that does not parse is not recorded."""
+    async def ask(self, round_no: int, convo: list[Message], new: list[Message],
+                  ctx: NodeContext, call: ModelCall) -> Message:
+        """One model round as durable steps, with up to ``output_retries`` repair rounds.
+
+        A reply with a problem (see ``problem``) is recorded and sent back with
+        the problem while repairs are left; the last one is not recorded (the
+        node fails, and a retry of the node asks the model again).
+        """
+        repairs = self.agent.output_retries
+        for fix in range(repairs + 1):
+            label = f"{round_no}" if not fix else f"{round_no}.fix{fix}"
+            data: dict[str, Any] = await ctx.step(f"model:{label}", self.call_model, list(convo),
+                                                  call, label, fix == repairs, ctx,
+                                                  round_no * 1000 + fix)
+            reply = Message.model_validate(data)
+            problem = self.problem(reply)
+            if problem is None:
+                return reply
+            fixing = Message.user(f"Your reply could not be used: {problem}. Answer again.")
+            convo += [reply, fixing]
+            new += [reply, fixing]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def call_model(self, convo: list[Message], call: ModelCall, label: str,
+                         last: bool, ctx: NodeContext, key: int) -> dict[str, Any]:
+        """One model call (streamed, retried); its reply as plain data for the step record.
+
+        Past the run's budget a person is asked first (``key`` finds the
+        answer again); the call's usage is added to the run's as it returns.
+        """
         agent = self.agent
+        await check_budget(ctx, key)
+        response = await call(convo, tools=self.specs, output_schema=self.output_schema,
+                              round=label)
+        await ctx._io.run.spending.charge(priced(agent.model, response.usage))
+        msg = response.message
+        problem = self.problem(msg) if last else None
+        if problem is not None:
+            raise ModelError(f"agent {self.id!r}: {problem}",
+                             raw=msg.content or msg.model_dump_json())  # not recorded
+        meta = {**msg.metadata, "model": model_name(agent.model), "usage": response.usage.to_dict()}
+        reply = msg.model_copy(update={"role": "assistant", "name": self.id, "metadata": meta})
+        return reply.model_dump(mode="json")
 
-        async def call_model() -> dict[str, Any]:
-            response = await agent.model.complete(convo, tools=self.specs,
-                                                  output_schema=self.output_schema)
-            msg = response.message
-            if not msg.tool_calls and agent.output_types:
-                parse_output(agent.output_types, msg.content)  # raises ModelError, not recorded
-            meta = {**msg.metadata, "model": model_name(agent.model),
-                    "usage": response.usage.to_dict()}
-            reply = msg.model_copy(update={"role": "assistant", "name": self.id, "metadata": meta})
-            return reply.model_dump(mode="json")
-
-        data: dict[str, Any] = await ctx.step(f"model:{round_no}", call_model)
-        return Message.model_validate(data)
+    def problem(self, reply: Message) -> str | None:
+        """Why a reply cannot be used (schema or handoff), or None."""
+        if self.handoffs:
+            return self.handoffs.problem(reply)
+        if reply.tool_calls or not self.agent.output_types:
+            return None
+        try:
+            parse_output(self.agent.output_types, reply.content)
+        except ModelError as exc:
+            return str(exc).split("; raw reply:")[0]
+        return None
 
     async def call_tool(self, call: ToolCall, ctx: NodeContext) -> str:
+        """Run one tool call, published as ``tool_started`` and ``tool_finished``."""
+        ctx.publish("tool_started", tool=call.name, call_id=call.id, arguments=dict(call.arguments))
+        try:
+            result = await self.run_tool(call, ctx)
+        except Exception as exc:
+            ctx.publish("tool_finished", tool=call.name, call_id=call.id,
+                        error=f"{type(exc).__name__}: {exc}"[:2000])
+            raise
+        ctx.publish("tool_finished", tool=call.name, call_id=call.id, result=result[:2000])
+        return result
+
+    async def run_tool(self, call: ToolCall, ctx: NodeContext) -> str:
         """Run one tool call; a bad call is answered with an error text the model can read."""
         tool = self.tools.get(call.name)
         if tool is None:
@@ -277,7 +369,7 @@ class _Runner:
         try:
             args = tool.args.model_validate(call.arguments)
         except ValidationError as exc:
-            return f"error: invalid arguments for {call.name!r}: {_errors(exc)}"
+            return f"error: invalid arguments for {call.name!r}: {validation_errors(exc)}"
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if tool.ctx_param is not None:
             kwargs[tool.ctx_param] = ctx
@@ -417,7 +509,7 @@ def parse_output(types: Sequence[type[BaseModel]], raw: str) -> BaseModel:
         try:
             value = cls.model_validate(data)
         except ValidationError as exc:
-            first_error = first_error or _errors(exc)
+            first_error = first_error or validation_errors(exc)
             continue
         keys = set(data)
         known = set(cls.model_fields)
@@ -456,76 +548,3 @@ def _fit_result(state: Any, value: BaseModel) -> Any:
             except ValidationError:
                 pass
     return value.model_dump(mode="json")
-
-
-def _errors(exc: ValidationError) -> str:
-    parts = [f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5]]
-    return "; ".join(parts)
-
-
-# ---------------------------------------------------------------------------
-# tools
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Tool:
-    """A compiled tool: what the model sees and how to call it."""
-
-    spec: ToolSpec
-    fn: Callable[..., Any]
-    args: type[BaseModel]
-    ctx_param: str | None = None
-
-
-def compile_tools(fns: Sequence[Callable[..., Any]], where: str) -> tuple[dict[str, _Tool], list[str]]:
-    """Compile tool functions; returns them by name, and the problems found."""
-    tools: dict[str, _Tool] = {}
-    problems: list[str] = []
-    for fn in fns:
-        try:
-            tool = compile_tool(fn)
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{where}: tool {fn!r}: {exc}")
-            continue
-        if tool.spec.name in tools:
-            problems.append(f"{where}: two tools are named {tool.spec.name!r}")
-        tools[tool.spec.name] = tool
-    return tools, problems
-
-
-def compile_tool(fn: Callable[..., Any]) -> _Tool:
-    """Derive a tool's argument schema from its signature and type hints (via pydantic)."""
-    if not callable(fn):
-        raise TypeError("a tool must be a function")
-    name = getattr(fn, "__name__", "")
-    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", name):
-        raise ValueError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
-    try:
-        hints = get_type_hints(fn, include_extras=True)
-    except Exception:
-        hints = {}
-    fields: dict[str, Any] = {}
-    ctx_param = None
-    for p in inspect.signature(fn).parameters.values():
-        annotation = hints.get(p.name, p.annotation)
-        if _is_context(annotation):
-            ctx_param = p.name
-            continue
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
-            raise TypeError(f"parameter {p.name!r}: tools take named parameters only")
-        if annotation is p.empty or isinstance(annotation, str):
-            annotation = Any
-        fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
-    config = ConfigDict(protected_namespaces=(), arbitrary_types_allowed=True)
-    args: type[BaseModel] = create_model(f"{name}_arguments", __config__=config, **fields)
-    schema = args.model_json_schema()
-    schema.pop("title", None)
-    doc = (inspect.getdoc(fn) or "").strip().split("\n\n")[0].replace("\n", " ")
-    return _Tool(ToolSpec(name, doc, MappingProxyType(schema)), fn, args, ctx_param)
-
-
-def _is_context(annotation: Any) -> bool:
-    if isinstance(annotation, str):
-        return annotation.split(".")[-1] == "NodeContext"
-    return isinstance(annotation, type) and issubclass(annotation, NodeContext)

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ..errors import ExpressionError, WorkflowValidationError
 from ..model._blackboard import Blackboard, FreeBlackboard, StateSchema, schema_for
+from ..model._budget import Budget
 from ..model._graph import (
     END,
     Condition,
@@ -29,6 +30,7 @@ from ..model._versions import Migration
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel
+    from ..agents.context import Context
     from ..transforms import Transform
 
 __all__ = ["WorkflowBuilder"]
@@ -51,7 +53,7 @@ class WorkflowBuilder:
     """
 
     def __init__(self, name: str, state: type[Blackboard] = Blackboard, *,
-                 version: str = "1") -> None:
+                 version: str = "1", budget: Budget | None = None) -> None:
         self.name = name
         self.state = state
         self.version = version
@@ -65,6 +67,10 @@ class WorkflowBuilder:
         self._problems: list[str] = []
         self._migrations: dict[str, Migration] = {}
         self.max_supersteps = 100
+        self.budget = budget
+        if budget is not None and not isinstance(budget, Budget):
+            self._problems.append(f"budget must be a Budget, got {budget!r:.60}")
+            self.budget = None
 
     # nodes ----------------------------------------------------------------
     def add_node(
@@ -187,10 +193,16 @@ class WorkflowBuilder:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         skip_if: ConditionLike | None = None,
+        context: Context | None = None,
+        handoffs: Sequence[str] = (),
+        output_retries: int = 1,
+        model_retries: int = 3,
     ) -> WorkflowBuilder:
         """Add an agent node: a chat model with instructions, tools and a history.
 
-        See :class:`durable_flow.Agent` for how input, output and history work.
+        See :class:`durable_flow.Agent` for how input, output, history,
+        ``context`` (``durable_flow.agents.context``), ``handoffs`` and the
+        retries work.
         """
         from ..agents._agent import Agent
 
@@ -199,7 +211,8 @@ class WorkflowBuilder:
                           output_key=output_key, output=output, reads=reads, history=history,
                           keep_history=keep_history, tools=tools,
                           max_tool_rounds=max_tool_rounds, retry=retry, timeout=timeout,
-                          skip_if=skip_if)
+                          skip_if=skip_if, context=context, handoffs=handoffs,
+                          output_retries=output_retries, model_retries=model_retries)
             spec = agent.node_spec(id)
         except (TypeError, ValueError) as exc:
             self._problems.append(f"agent {id!r}: {exc}")
@@ -413,7 +426,7 @@ class WorkflowBuilder:
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
             max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)),
-            migrations=MappingProxyType(dict(self._migrations)))
+            migrations=MappingProxyType(dict(self._migrations)), budget=self.budget)
         from ._validate import validate_graph
 
         problems += validate_graph(wf)

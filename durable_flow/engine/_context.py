@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import DuplicateStepError, DurableFlowError, LeaseLostError, SerializationError
 from ..model._clock import utcnow
 from ..model._messages import Message
+from ..model._records import StreamKind
 from ..model._serde import decode, encode
 from ..store._protocols import RequestRow, StepRow
 from ._state import DAMAGE, corrupted, decode_plain
@@ -62,6 +63,7 @@ class TaskIO:
     checkpoint_id: str
     thread: str
     request_prefix: str
+    namespace: str = ""
     answered: dict[int, RequestRow] = field(default_factory=dict)
     steps: dict[str, bytes] = field(default_factory=dict)
     writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -183,6 +185,16 @@ class NodeContext:
         """Append messages to this node's own history only."""
         for m in messages:
             self.remembered.append(m if isinstance(m, Message) else Message.model_validate(m))
+
+    def publish(self, kind: StreamKind, **data: Any) -> None:
+        """Report progress inside this node (agent nodes: model deltas, tool calls).
+
+        The event reaches ``Runtime.stream`` listeners and the run's durable
+        stream log (``Runtime.read_stream``); ``data`` must be plain JSON.
+        """
+        run, namespace = self._io.run, self._io.namespace
+        run.stream_log.add(kind, namespace, self.superstep, self.node, data)
+        run.emit(kind, namespace, self.superstep, self.node, **data)
 
     @overload
     async def request(self, payload: Any, response_type: type[T], *,

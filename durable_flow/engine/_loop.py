@@ -297,7 +297,8 @@ class ThreadRunner:
         self.rc.emit("node_started", self.namespace, step, qual)
         steps = await self.rc.store.get_steps(self.rc.run_id, st.meta.id, qual) if resumed else {}
         io = TaskIO(run=self.rc, checkpoint_id=st.meta.id, thread=self.thread,
-                    request_prefix=self.prefix, answered=answered, steps=steps)
+                    request_prefix=self.prefix, namespace=self.namespace, answered=answered,
+                    steps=steps)
         view = spec.view(snapshot) if spec.view is not None else snapshot
         arg = task_arg(st.meta, spec, node)
         holder: list[Any] = []

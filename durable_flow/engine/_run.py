@@ -4,6 +4,9 @@ Every write an execution makes goes through its :class:`RunContext`, and
 each is checked first against the lease: a lost lease, or one whose local
 deadline (:class:`~durable_flow.engine._ownership.LeaseClock`) passed,
 raises ``LeaseLostError`` and stops the run's tasks instead of writing.
+What the run's nodes publish is buffered in its :class:`StreamBuffer` and
+stored before each superstep commit; its :class:`Spending` keeps the run's
+usage and budget.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from ..store._protocols import (
     StepRow,
     TaskWrite,
 )
+from ._budget import Spending
 from ._ownership import LOCAL_EXPIRY, LeaseClock
+from ._streamlog import StreamBuffer
 from ._task import TaskFence
 
 if TYPE_CHECKING:
@@ -42,6 +47,8 @@ class RunContext:
         self.run_id = lease.run_id
         self.workflow_name = workflow_name
         self._emit = emit
+        self.stream_log = StreamBuffer(store, lease.run_id, lease.epoch)
+        self.spending = Spending(store, lease)  # the run's usage and budget, read on first use
         self.fence = TaskFence()  # the run's tasks, stopped at once if the lease is lost
         # the lease's local deadline: past it nothing is written and no step starts
         self.clock = clock
@@ -85,7 +92,13 @@ class RunContext:
         return await self.store.wait_event(self.lease, wait)
 
     async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease; nothing is sent past the lease's local deadline."""
+        """Commit under the run's lease, after what the superstep streamed is stored.
+
+        Nothing is sent past the lease's local deadline (checked again after the flush).
+        """
+        if self.stream_log.pending:
+            self.guard()
+            await self.stream_log.flush()
         self.guard()
         update = parts.get("run")
         if isinstance(update, RunUpdate) and update.release:

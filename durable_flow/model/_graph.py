@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeAlias
 import orjson
 
 from ._blackboard import Blackboard, StateSchema, schema_for
+from ._budget import Budget
 from ._expr import Expression, parse_expression
 from ._retry import RetryPolicy
 from ._send import Send
@@ -179,6 +180,8 @@ class Workflow:
     maps: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # how runs of older versions move onto this one, by the version they come from
     migrations: Mapping[str, Migration] = field(default_factory=dict)
+    # the spending limit of its runs unless ``run``/``submit`` give one (not in the signature)
+    budget: Budget | None = None
 
     @property
     def schema(self) -> StateSchema:

@@ -12,6 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import RunFailedError
+from ._budget import Budget, RunUsage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,6 +32,8 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "Snapshot",
+    "StreamEntry",
+    "StreamKind",
 ]
 
 
@@ -145,6 +148,9 @@ class RunInfo:
     workflow_version: str = "1"
     wake_at: datetime | None = None
     priority: int = 0
+    #: what the run's model calls used so far, and its spending limit (None: none)
+    usage: RunUsage = field(default_factory=RunUsage)
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +194,10 @@ EventKind = Literal[
     "run_started", "superstep_started", "node_started", "node_completed",
     "node_retrying", "node_failed", "request_issued", "request_answered",
     "checkpoint_saved", "subworkflow_failed", "run_waiting", "run_completed",
-    "run_failed", "run_cancelled",
+    "run_failed", "run_cancelled", "model_delta", "tool_started", "tool_finished",
 ]
+# the events a node publishes itself (``NodeContext.publish``), kept in the run's stream log
+StreamKind = Literal["model_delta", "tool_started", "tool_finished"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +212,28 @@ class Event:
     ts: datetime
     data: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One entry of a run's durable stream log (``Runtime.read_stream``).
+
+    ``seq`` numbers a run's entries from 1 (read on with ``after=seq``);
+    ``kind`` is ``model_delta`` (``data["text"]``, ``data["round"]``,
+    ``data["attempt"]``), ``tool_started`` or ``tool_finished``; ``node`` is
+    the node's path. ``epoch`` is the execution that wrote it; ``cut`` is True
+    for deltas of a model attempt that never finished (a crash, a lost
+    connection): the model was asked again, and the checkpoint's answer is
+    the one that counts.
+    """
+
+    run_id: str
+    seq: int
+    kind: StreamKind
+    node: str
+    namespace: str
+    superstep: int
+    ts: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0
+    cut: bool = False

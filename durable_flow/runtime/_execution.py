@@ -78,6 +78,20 @@ class Executor:
         task = self.active.get(run_id)
         return task is not None and not task.done()
 
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel the run's execution in this runtime and wait for it; False if there is none."""
+        task = self.active.get(run_id)
+        if task is None or task.done():
+            return False
+        self.cancelling.add(run_id)
+        try:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        finally:
+            self.cancelling.discard(run_id)
+        return True
+
     async def execute(self, workflow: Workflow, lease: Lease, body: Body,
                       *, events: bool, sent_at: float | None = None) -> AsyncIterator[Event]:
         """Run ``body`` under ``lease``; yield its events, the last one with the result.

@@ -102,7 +102,7 @@ class Inspector:
             head_checkpoint_id=record.head_checkpoint_id, error=record.error,
             forked_from=record.forked_from, workflow_ref=record.workflow_ref,
             workflow_version=record.workflow_version, wake_at=record.wake_at,
-            priority=record.priority)
+            priority=record.priority, usage=record.usage, budget=record.budget)
 
     async def runs(self, status: RunStatus | str | None, workflow: str | None) -> list[RunInfo]:
         """Runs, newest first."""

@@ -14,13 +14,25 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ..engine._state import DAMAGE, corrupted
-from ..errors import InvalidResponseError, UnknownRequestError
+from ..errors import DurableFlowError, InvalidResponseError, UnknownRequestError
 from ..model._clock import utcnow
 from ..model._serde import as_bytes, encode
 from ..store._protocols import CheckpointStore, RequestRow, RunRecord
 from ._inspect import response_schema
 
-__all__ = ["check_event", "check_responses", "format_checker"]
+__all__ = ["check_event", "check_responses", "format_checker", "only_repeats"]
+
+
+async def only_repeats(store: CheckpointStore, record: RunRecord,
+                       responses: Mapping[str, Any] | None) -> bool:
+    """True when every response repeats an answer that was already recorded."""
+    if not responses:
+        return False
+    try:
+        answers, _ = await check_responses(store, record, responses)
+    except DurableFlowError:
+        return False
+    return not answers
 
 
 async def check_responses(

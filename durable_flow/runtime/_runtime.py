@@ -24,14 +24,13 @@ from ..engine._migrate import MigrationPlan, commit_migration, plan_migration
 from ..engine._preflight import preflight
 from ..engine._state import ThreadState
 from ..errors import (
-    DurableFlowError,
     InvalidInputError,
-    RunExistsError,
     RunLockedError,
     RunNotFoundError,
     RunNotResumableError,
 )
 from ..model._blackboard import Blackboard
+from ..model._budget import Budget
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._ids import new_id, new_run_id
@@ -59,8 +58,10 @@ from ._inputs import (
     validated_input,
 )
 from ._inspect import Inspector, settled, to_pending
-from ._responses import check_responses
+from ._responses import check_responses, only_repeats
 from ._signals import signals_for
+from ._starting import check_budget_arg, create_run
+from ._streams import StreamEntry, follow_stream, read_stream
 from ._upgrade import UpgradeProblem, check_upgrade
 from ._versions import GraphBook, check_graph
 
@@ -101,30 +102,34 @@ class Runtime:
     # starting and continuing --------------------------------------------------
     async def run(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                   *, run_id: str | None = None, max_supersteps: int | None = None,
-                  workflow_ref: str | None = None) -> RunResult:
+                  workflow_ref: str | None = None, budget: Budget | None = None) -> RunResult:
         """Start a run and execute it until it completes, waits or fails.
 
         Idempotent on ``run_id``: the same id with the same input returns the
         run's current result (running it on when it is ``running`` and its
         lease expired; ``RunLockedError`` while another runtime holds it); the
-        same id with another input raises ``InvalidInputError``.
+        same id with another input raises ``InvalidInputError``. ``budget``
+        (default: the workflow's) caps what its model calls may use before a
+        person is asked (see ``Budget``).
         """
         return await last_result(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                       events=False))
+                                             budget, events=False))
 
     async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                      *, run_id: str | None = None, max_supersteps: int | None = None,
-                     workflow_ref: str | None = None) -> AsyncIterator[Event]:
+                     workflow_ref: str | None = None,
+                     budget: Budget | None = None) -> AsyncIterator[Event]:
         """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
         async for event in self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                       events=True):
+                                       budget, events=True):
             yield event
 
     async def _start(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None,
                      run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
-                     *, events: bool) -> AsyncIterator[Event]:
+                     budget: Budget | None, *, events: bool) -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_start_args(run_id, max_supersteps)
+        check_budget_arg(budget)
         values, entry = validated_input(workflow, input)
         run_id = run_id or new_run_id()
         digest = input_digest(values)
@@ -132,7 +137,8 @@ class Runtime:
         sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(run_id)
         created = await self._create(workflow, lease, values, entry, digest, limit=limit,
-                                     workflow_ref=workflow_ref, status=RunStatus.RUNNING)
+                                     workflow_ref=workflow_ref, status=RunStatus.RUNNING,
+                                     budget=budget)
         if isinstance(created, ThreadState):
             async for event in self._begin(workflow, lease, created, events, limit,
                                            sent_at=sent):
@@ -143,32 +149,11 @@ class Runtime:
             yield event
 
     async def _create(self, workflow: Workflow, lease: Lease, values: dict[str, Any],
-                      entry: Routed, digest: str, *, limit: int, workflow_ref: str | None,
-                      status: RunStatus, priority: int = 0) -> ThreadState | RunRecord:
-        """Create a run with its input checkpoint in one transaction.
-
-        ``status`` is ``running`` (this runtime executes it, under ``lease``)
-        or ``queued`` (for a worker); a run with nothing to run is created
-        ``completed``. Returns the new head state, or the existing run's row
-        when the id is taken.
-        """
-        runner = ThreadRunner(RunContext(self.store, lease, workflow.name, None), workflow)
-        write, state = runner.first_checkpoint(values, entry)
-        done = not state.meta.next_tasks
-        now = utcnow()
-        new = RunRecord(
-            run_id=lease.run_id, workflow_name=workflow.name,
-            status=RunStatus.COMPLETED if done else status, created_at=now, updated_at=now,
-            head_checkpoint_id=write.meta.id, signature=workflow.signature,
-            max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest,
-            workflow_version=workflow.version, priority=priority)
-        held = lease if new.status is RunStatus.RUNNING else None
-        await self._graphs.keep(workflow)  # so a changed graph can be told apart later
-        try:
-            await self.store.create_run(new, [write], held)
-        except RunExistsError:
-            return await self._require(lease.run_id)  # another caller created it first
-        return state
+                      entry: Routed, digest: str, **how: Any) -> ThreadState | RunRecord:
+        """The new run's head state (see ``create_run``), or the existing run's row."""
+        state = await create_run(self.store, self._graphs, workflow, lease, values, entry,
+                                 digest, **how)
+        return state if state is not None else await self._require(lease.run_id)
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
                      limit: int, *, sent_at: float | None = None,
@@ -243,7 +228,7 @@ class Runtime:
         migrating = migrate and record.workflow_version != workflow.version
         await check_graph(self.store, workflow, record, allow_mismatch=allow_mismatch,
                           migrate=migrating)
-        if record.status.is_final and not await self._only_repeats(record, responses):
+        if record.status.is_final and not await only_repeats(self.store, record, responses):
             raise RunNotResumableError(run_id, record.status.value)
         answers, _repeated = await check_responses(self.store, record, responses or {})
         if not migrating and not answers and (
@@ -263,7 +248,7 @@ class Runtime:
         except (RunNotResumableError, RunLockedError):
             # another execution moved the run on since it was read: answers it
             # has already recorded are a no-op; anything else is refused
-            if not await self._only_repeats(await self._require(run_id), responses):
+            if not await only_repeats(self.store, await self._require(run_id), responses):
                 raise
             yield await self._repeated(workflow, run_id)
             return
@@ -406,17 +391,6 @@ class Runtime:
                 raise RunLockedError(run_id, record.lease_owner or "another runtime", left)
         return final_event(run_id, await self._exec.result(workflow, run_id))
 
-    async def _only_repeats(self, record: RunRecord,
-                            responses: Mapping[str, Any] | None) -> bool:
-        """True when every response repeats an answer that was already recorded."""
-        if not responses:
-            return False
-        try:
-            answers, _ = await check_responses(self.store, record, responses)
-        except DurableFlowError:
-            return False
-        return not answers
-
     def _new_lease(self, run_id: str) -> Lease:
         """The first lease of a run this runtime creates (epoch 1)."""
         return Lease(run_id, self.owner, 1, utcnow() + timedelta(seconds=self.lease_ttl))
@@ -424,15 +398,18 @@ class Runtime:
     # the queue: runs for workers ------------------------------------------------
     async def submit(self, workflow: Workflow,
                      input: Mapping[str, Any] | Blackboard | None = None, *,
-                     run_id: str | None = None, priority: int = 0) -> RunInfo:
+                     run_id: str | None = None, priority: int = 0,
+                     budget: Budget | None = None) -> RunInfo:
         """Save the run's input checkpoint and queue it for a ``Worker``; returns at once.
 
         Idempotent on ``run_id`` like :meth:`run`: the same id with the same
         input returns the run as it stands; another input raises
         ``InvalidInputError``. Higher ``priority`` runs are claimed first.
+        ``budget`` as in :meth:`run`.
         """
         check_workflow(workflow)
         check_start_args(run_id, None)
+        check_budget_arg(budget)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidInputError(f"priority must be an int, got {priority!r}")
         values, entry = validated_input(workflow, input)
@@ -440,7 +417,7 @@ class Runtime:
         digest = input_digest(values)
         created = await self._create(workflow, lease, values, entry, digest,
                                      limit=workflow.max_supersteps, workflow_ref=None,
-                                     status=RunStatus.QUEUED, priority=priority)
+                                     status=RunStatus.QUEUED, priority=priority, budget=budget)
         if isinstance(created, RunRecord):
             await self._check_same_start(workflow, created, digest)
         else:
@@ -460,7 +437,7 @@ class Runtime:
         if not responses:
             raise InvalidInputError("responses must answer at least one request")
         record = await self._require(run_id)
-        if record.status.is_final and await self._only_repeats(record, responses):
+        if record.status.is_final and await only_repeats(self.store, record, responses):
             return self._inspect.info(record)
         answers, _ = await check_responses(self.store, record, responses)
         updated = await self.store.respond(run_id, answers)
@@ -511,6 +488,15 @@ class Runtime:
         """
         return await self._inspect.history(run_id, namespace, limit, before)
 
+    async def read_stream(self, run_id: str, *, after: int = 0) -> list[StreamEntry]:
+        """What the run's agents streamed after entry ``after`` (see ``StreamEntry``)."""
+        return await read_stream(self.store, run_id, after)
+
+    def follow_stream(self, run_id: str, *, after: int = 0,
+                      poll: float = 0.2) -> AsyncIterator[StreamEntry]:
+        """The run's stream log from ``after`` on, live, until the run stops running."""
+        return follow_stream(self.store, run_id, after, poll=poll)
+
     async def list_runs(self, *, status: RunStatus | str | None = None,
                         workflow_name: str | None = None) -> list[RunInfo]:
         """Runs, newest first, filtered by status and workflow name."""
@@ -533,16 +519,7 @@ class Runtime:
         record = await self._require(run_id)
         if record.status.is_final:
             raise RunNotResumableError(run_id, record.status.value, "cancelled")
-        task = self._exec.active.get(run_id)
-        if task is not None and not task.done():
-            self._exec.cancelling.add(run_id)
-            try:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-            finally:
-                self._exec.cancelling.discard(run_id)
-        else:
+        if not await self._exec.cancel(run_id):
             await self.store.cancel_run(run_id)
         return self._inspect.info(await self._require(run_id))
 

@@ -168,6 +168,9 @@ def _value(table: str, name: str, kind: str, nullable: bool, value: Any) -> obje
             return orjson.dumps(value)
         except (ValueError, TypeError) as exc:
             raise InvalidInputError(f"column {table}.{name} cannot be stored: {exc}") from None
+    elif kind == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
     elif isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, bool)):
         return value
     raise InvalidInputError(f"column {table}.{name} holds {value!r}, not a {kind}"

@@ -22,12 +22,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
-from functools import cache, partial
+from functools import cache
 from typing import TypeVar
 
-from ..errors import StoreError
-from ._sqlite import _perform
-from .sql._base import SqlStore, Tx, drive
+from ._sqlite import transact
+from .sql._base import SqlStore, Tx
 
 __all__ = ["MemoryStore"]
 
@@ -74,22 +73,8 @@ class _MemoryDriver:
         A read needs no BEGIN: under the lock nothing writes between its
         SELECTs, so they all see one state (and two statements fewer).
         """
-        conn = self._conn
         with self._lock:
-            try:
-                if not write:
-                    return drive(tx(), partial(_perform, conn))
-                conn.execute("BEGIN")
-                try:
-                    result = drive(tx(), partial(_perform, conn))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite failed: {exc}") from exc
-        return result
+            return transact(self._conn, tx, "BEGIN" if write else None)
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on the database, outside any transaction (tests, tools)."""

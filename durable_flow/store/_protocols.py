@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from ..model._budget import Budget, RunUsage
 from ..model._records import ErrorInfo, RunStatus
 from ._machine import check_claimable, check_respondable, claimed_record
 from ._rows import (
@@ -217,6 +218,17 @@ class RunStore(Protocol):
         """
         ...
 
+    async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
+        """Add one model call's usage to the run's totals (its own transaction); the new totals.
+
+        Raises ``LeaseLostError`` if the lease was taken over (nothing added).
+        """
+        ...
+
+    async def set_budget(self, lease: Lease, budget: Budget | None) -> None:
+        """Replace the run's budget (a person raised it). Raises ``LeaseLostError``."""
+        ...
+
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Cancel a run in one transaction: status, fence (epoch + 1), open requests closed.
 
@@ -321,7 +333,10 @@ class CheckpointLog(Protocol):
         left without checkpoints loses its log chunks too. Every kept
         checkpoint still loads exactly: the value rows it references stay, and
         a thread's log chunks stay while it has a checkpoint (its head needs
-        every chunk of the thread).
+        every chunk of the thread). A run that lost checkpoints loses the
+        stream log entries written before its oldest kept top-level checkpoint
+        was created (the streams of supersteps that started from a removed
+        checkpoint), in the same transaction; its last entry always stays.
         """
         ...
 

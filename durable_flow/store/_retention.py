@@ -2,15 +2,27 @@
 
 Stores scan their checkpoints into :class:`Scanned` rows and delete what
 :func:`doomed` returns, so the memory and SQL stores cannot drift apart.
+
+The run's stream log goes with them (:func:`stream_floors`): an entry is
+written by a superstep running from some checkpoint, after that checkpoint
+was created and before the next. So a run that lost checkpoints keeps only
+the entries written since its oldest kept top-level checkpoint was created:
+the streams of supersteps still running or that a kept checkpoint follows
+from stay; those whose starting checkpoint prune removed go (for a finished
+run whose history is pruned down to its head, all but its last entry, which
+always stays so that the numbering goes on after it). Cancelling a run
+removes no rows, its stream log included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["Scanned", "anchor_of", "doomed"]
+__all__ = ["Scanned", "anchor_of", "doomed", "stream_floors"]
 
+T = TypeVar("T")  # a creation time: a datetime, or microseconds in SQL
 Key = tuple[str, str]  # (run_id, checkpoint_id) or (run_id, thread)
 
 
@@ -25,6 +37,22 @@ class Scanned:
     """Created before ``older_than`` (always true without it)."""
     completed: bool
     """Its status is ``completed``."""
+
+
+def stream_floors(top: Mapping[Key, T], gone: Iterable[Scanned]) -> dict[str, T]:
+    """For each run that lost checkpoints, the time its stream log is trimmed before.
+
+    ``top`` maps ``(run_id, checkpoint_id)`` of every scanned top-level
+    checkpoint to its creation time; the floor is the oldest kept one's.
+    """
+    removed = {(c.run_id, c.id) for c in gone}
+    runs = {run for run, _ in removed}
+    floors: dict[str, T] = {}
+    for (run, cid), created in top.items():
+        if run in runs and (run, cid) not in removed and (
+                run not in floors or created < floors[run]):  # type: ignore[operator]
+            floors[run] = created
+    return floors
 
 
 def anchor_of(thread: str) -> str:

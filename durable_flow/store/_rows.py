@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..errors import UnknownRequestError
+from ..model._budget import Budget, RunUsage
 from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 
 __all__ = [
@@ -78,6 +79,9 @@ class RunRecord:
     claim_token: str | None = None
     start_attempts: int = 0
     start_after: datetime | None = None
+    #: what the run's model calls used, and its spending limit (None: none)
+    usage: RunUsage = field(default_factory=RunUsage)
+    budget: Budget | None = None
     #: only on the records ``claim_next`` returns (never stored): the status the
     #: claim found the run in (``running``: its holder's lease had expired)
     claimed_from: RunStatus | None = None

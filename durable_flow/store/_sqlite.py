@@ -164,6 +164,27 @@ def _perform(conn: sqlite3.Connection, op: Op) -> object:
     raise TypeError(f"unknown operation {op!r}")
 
 
+def transact(conn: sqlite3.Connection, tx: Callable[[], Tx[T]], begin: str | None) -> T:
+    """Run ``tx()`` on ``conn`` in one transaction opened by ``begin`` (None: no transaction).
+
+    Rolled back if anything raises; SQLite's errors become ``StoreError``.
+    """
+    try:
+        if begin is None:
+            return drive(tx(), partial(_perform, conn))
+        conn.execute(begin)
+        try:
+            result = drive(tx(), partial(_perform, conn))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite failed: {exc}") from exc
+    return result
+
+
 def _settle(fut: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
     if fut.cancelled():  # the caller gave up waiting; the work itself is done
         return
@@ -292,24 +313,16 @@ class _SqliteDriver:
     def _transact(self, tx: Callable[[], Tx[T]], write: bool) -> T:
         try:
             conn = self._conn if write else self._read_conn()
-            # BEGIN IMMEDIATE takes the write lock first, waiting (busy
-            # timeout) for another process to finish. A deferred transaction
-            # would read first and then, if another process committed in
-            # between, fail to upgrade with "database is locked" at once: the
-            # busy handler cannot help a snapshot that went stale. Reads use a
-            # deferred BEGIN: their first SELECT takes a WAL snapshot that all
-            # their SELECTs see, without taking or waiting for the write lock.
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                result = drive(tx(), partial(_perform, conn))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite failed: {exc}") from exc
-        return result
+        # BEGIN IMMEDIATE takes the write lock first, waiting (busy timeout)
+        # for another process to finish. A deferred transaction would read
+        # first and then, if another process committed in between, fail to
+        # upgrade with "database is locked" at once: the busy handler cannot
+        # help a snapshot that went stale. Reads use a deferred BEGIN: their
+        # first SELECT takes a WAL snapshot that all their SELECTs see,
+        # without taking or waiting for the write lock.
+        return transact(conn, tx, "BEGIN IMMEDIATE" if write else "BEGIN")
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on the writer's connection and thread, outside any transaction."""

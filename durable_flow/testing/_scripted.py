@@ -11,11 +11,11 @@ a function of the messages, and records every call it receives::
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents._models import ChatResponse, ToolSpec, Usage
+from ..agents._models import ChatChunk, ChatResponse, ToolSpec, Usage
 from ..errors import ModelError
 from ..model._messages import Message
 
@@ -40,11 +40,15 @@ class ScriptedModel:
     ``replies`` is a list of ``str | Message`` used one per call (running out
     raises ``ModelError``), or a function ``(messages) -> str | Message``
     (it may be async). A ``str`` becomes an assistant message with that text.
-    Usage is counted in words, so tests can check it is recorded.
+    Usage is counted in words, so tests can check it is recorded. With
+    ``streaming=True`` agent nodes stream it: each reply comes word by word
+    (``ChatChunk``), then whole.
     """
 
-    def __init__(self, replies: Sequence[Reply] | ReplyFn, *, name: str = "scripted") -> None:
+    def __init__(self, replies: Sequence[Reply] | ReplyFn, *, name: str = "scripted",
+                 streaming: bool = False) -> None:
         self.name = name
+        self.streaming = streaming
         self._fn: ReplyFn | None = replies if callable(replies) else None
         self._replies: list[Reply] = [] if callable(replies) else list(replies)
         self.calls: list[ScriptedCall] = []
@@ -68,6 +72,22 @@ class ScriptedModel:
             raise ModelError(f"ScriptedModel reply must be an assistant message, got {message.role}")
         usage = Usage(sum(len(m.content.split()) for m in sent), len(message.content.split()))
         return ChatResponse(message, usage)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[ChatChunk]:
+        """The next reply word by word (each word with the space before it), then whole."""
+        response = await self.complete(messages, tools=tools, output_schema=output_schema)
+        words = response.message.content.split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            if piece:
+                yield ChatChunk(text=piece)
+        yield ChatChunk(response=response)
 
     async def _next(self, sent: list[Message]) -> Any:
         if self._fn is not None:

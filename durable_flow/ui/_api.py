@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
+from sse_starlette import EventSourceResponse
 
 from ..model._records import RunStatus
+from ._live import start_after, stream_response
 from ._models import (
     CheckpointOut,
     ForkIn,
@@ -58,6 +60,20 @@ async def list_runs(svc: Service, status: RunStatus | None = None, workflow: str
 async def get_run(svc: Service, run_id: str) -> RunOut:
     """The run's status, head checkpoint, error and fork origin."""
     return RunOut.of(await svc.run(run_id))
+
+
+@router.get("/runs/{run_id}/stream", summary="A run's stream log, live (server-sent events)",
+            response_class=EventSourceResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "`entry` events (id: seq), then one `end`"}})
+async def stream(svc: Service, run_id: str, after: Annotated[int, Query(ge=0)] = 0,
+                 last_event_id: Annotated[str | None, Header()] = None) -> EventSourceResponse:
+    """What the run's agents streamed after entry ``after``, then live until it stops running.
+
+    Reconnect with ``after=`` the last ``seq`` seen (or ``Last-Event-ID``) to miss nothing.
+    """
+    await svc.run(run_id)  # an unknown run is a 404 before any event
+    return stream_response(svc.runtime, run_id, start_after(after, last_event_id))
 
 
 @router.get("/runs/{run_id}/history", summary="A page of a run's checkpoints")

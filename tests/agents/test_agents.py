@@ -363,7 +363,9 @@ async def test_a_reply_that_never_parses_fails_the_run_with_the_raw_reply(rt: Ru
     wf = one_agent(Graded, model, output=Verdict,
                    retry=RetryPolicy(max_attempts=3, **NO_RETRY_DELAY))
     r = await rt.run(wf, {"question": "?"})
-    assert r.status is RunStatus.FAILED and len(model.calls) == 3
+    # the first reply is recorded and sent back once (output_retries=1); each of the three
+    # attempts replays it and asks for the repair again, which is never recorded
+    assert r.status is RunStatus.FAILED and len(model.calls) == 4
     assert r.error is not None and r.error.type == "ModelError" and r.error.node == "ask"
     assert '{"Label": "no confidence"}' in r.error.message
     assert "Confidence" in r.error.message

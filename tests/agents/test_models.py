@@ -206,7 +206,7 @@ class Feedback(Blackboard):
 async def test_an_agent_runs_on_the_openai_adapter(stub: Stub) -> None:
     stub.responses.append((200, completion({"content": '{"mood": "happy"}'}, 30, 5)))
     b = WorkflowBuilder("openai", state=Feedback)
-    b.add_agent("judge", OpenAIChatModel("gpt-test", base_url=stub.url),
+    b.add_agent("judge", OpenAIChatModel("gpt-test", base_url=stub.url, streaming=False),
                 instructions="Judge the mood.", output=Sentiment)
     b.set_entry("judge")
     b.add_edge("judge", END)

@@ -140,14 +140,14 @@ def test_the_command_exits_1_listing_each_run_that_would_break(tmp_path: Path) -
 
     asyncio.run(start())
     runner = CliRunner()
-    ok = runner.invoke(app, ["--db", str(db), "check-upgrade", "test_upgrade:V2_RENAMED"])
+    ok = runner.invoke(app, ["--db", str(db), "check-upgrade", "runtime.test_upgrade:V2_RENAMED"])
     assert ok.exit_code == 0, ok.output
     assert "every unfinished run of 'doc' can continue on version '2'" in ok.stdout
-    bad = runner.invoke(app, ["--db", str(db), "check-upgrade", "test_upgrade:V2_UNMAPPED"])
+    bad = runner.invoke(app, ["--db", str(db), "check-upgrade", "runtime.test_upgrade:V2_UNMAPPED"])
     assert bad.exit_code == 1
     assert "run run-a (waiting, version 1): version '2' has no node 'approve'" in bad.stdout
     assert "1 unfinished run(s) of 'doc' would break on version '2'" in bad.stdout
-    data = runner.invoke(app, ["check-upgrade", "test_upgrade:V2_UNMAPPED", "--db", str(db),
+    data = runner.invoke(app, ["check-upgrade", "runtime.test_upgrade:V2_UNMAPPED", "--db", str(db),
                                "--json"])
     assert data.exit_code == 1
     [problem] = orjson.loads(data.stdout)["problems"]

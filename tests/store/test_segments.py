@@ -188,6 +188,9 @@ async def test_upgrading_merges_the_chunks_written_before_segments(
         conn.execute("UPDATE alembic_version SET version_num = '0004'")
         for column in ("claim_token", "start_attempts", "start_after"):  # added by 0006
             conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        conn.execute("DROP TABLE stream_entries")  # added by 0007, with these columns
+        for column in ("input_tokens", "output_tokens", "usd", "budget_tokens", "budget_usd"):
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     async with SqliteStore(db, synchronous="normal") as store:
         for c in (chain, sub):
             for meta in c.metas:

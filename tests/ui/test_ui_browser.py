@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,18 @@ import pytest
 import uikit
 from playwright.sync_api import Browser, Page, expect
 
-from durable_flow import RunStatus, Runtime, SqliteStore
+from durable_flow import (
+    END,
+    Blackboard,
+    ChatChunk,
+    ChatResponse,
+    Message,
+    RunNotFoundError,
+    RunStatus,
+    Runtime,
+    SqliteStore,
+    WorkflowBuilder,
+)
 
 TOKEN = "browser-token-123"
 
@@ -163,3 +176,69 @@ def test_the_token_is_enforced(page: Page, db: Path) -> None:
         page.get_by_role("button", name="Log in").click()
         expect(page.locator("h1")).to_have_text("Runs")
         assert page.request.get(base + "/api/inbox").status == 200
+
+
+class Held:
+    """Streams its words, holding after ``hold_after`` of them until ``gate`` is set."""
+
+    name = "held"
+
+    def __init__(self, words: list[str], hold_after: int, gate: threading.Event) -> None:
+        self.words, self.hold_after, self.gate = words, hold_after, gate
+
+    async def complete(self, messages: Sequence[Message], **_: Any) -> ChatResponse:
+        raise AssertionError("streamed models are not asked to complete")
+
+    async def stream(self, messages: Sequence[Message], **_: Any) -> AsyncIterator[ChatChunk]:
+        for i, word in enumerate(self.words):
+            if i == self.hold_after:
+                await asyncio.to_thread(self.gate.wait, 60)
+            yield ChatChunk(text=word)
+        yield ChatChunk(response=ChatResponse(Message.assistant("".join(self.words))))
+
+
+class Note(Blackboard):
+    question: str = ""
+    answer: str = ""
+
+
+def wait_created(db: Path, run_id: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            state(db, run_id)
+            return
+        except RunNotFoundError:
+            time.sleep(0.05)
+    raise TimeoutError(run_id)
+
+
+def test_tokens_appear_live_on_the_run_page(page: Page, url: str, db: Path) -> None:
+    gate = threading.Event()
+    b = WorkflowBuilder("notes", Note)
+    b.add_agent("writer", Held(["Tides", " turn", " twice", " a", " day."], 3, gate),
+                instructions="Write.")
+    b.set_entry("writer").add_edge("writer", END)
+    flow, run_id = b.build(), f"live-{time.monotonic_ns()}"
+
+    async def go() -> Any:
+        async with Runtime(SqliteStore(db)) as rt:
+            return await rt.run(flow, {"question": "tides?"}, run_id=run_id)
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(asyncio.run, go())
+        try:
+            wait_created(db, run_id)
+            page.goto(f"{url}/runs/{run_id}")
+            log = page.locator("#stream-log")
+            expect(log).to_contain_text("writer Tides turn twice")
+            # the model is still holding mid-reply: what shows came live, not from the result
+            assert state(db, run_id)[0] is RunStatus.RUNNING
+            expect(log).not_to_contain_text("day.")
+        finally:
+            gate.set()
+        assert running.result(timeout=60).status is RunStatus.COMPLETED
+    expect(log).to_contain_text("writer Tides turn twice a day.")
+    expect(page.locator("#stream-state")).to_have_text("ended")
+    expect(log.locator(".delta")).to_have_count(1)  # one attempt: nothing shown twice
+    expect(page.locator("#run-status")).to_have_text("completed")

@@ -66,6 +66,8 @@ from ...model._blackboard import schema_for
 from ...model._graph import END, Condition, NodeSpec, SubworkflowSpec, Workflow
 from ...model._retry import RetryPolicy
 from .._builder import WorkflowBuilder
+from ._agents import agent_maker
+from ._agents import dump_options as dump_agent_options
 from ._parse import (
     Conn,
     Definition,
@@ -260,6 +262,7 @@ class _Loader:
             return _Target("subworkflow", value)
         make = None if isinstance(value, type) else getattr(value, "node_spec", None)
         if callable(make):
+            make = agent_maker(value, n.extras, make, n.loc, problems)
             return _agent_target(n, name, make, problems)
         if callable(value):
             return _Target("function", value)
@@ -500,8 +503,10 @@ class _Dumper:
             if mapping:
                 same = all(k == v for k, v in mapping.items())
                 node[key] = list(mapping) if same else dict(mapping)
-        if spec.goto:
+        options = dump_agent_options(spec, m)
+        if spec.goto and list(spec.goto) != options.get("handoffs"):
             self.problems.append(f"node {spec.id!r}: goto targets cannot be written")
+        node.update(options)
         node.update({k: m[k] for k in ("description", "metadata") if k in m})
         return node
 

@@ -26,6 +26,8 @@ from ...model._blackboard import Blackboard, schema_for
 from ...model._graph import END, Condition
 from ...model._retry import RetryPolicy
 from ...model._text import printable, unstorable
+from ._agents import KEYS as AGENT_KEYS
+from ._agents import read_options as read_agent_options
 from ._state import has_field, parse_state
 
 __all__ = ["Conn", "Definition", "Node", "back_edges", "check_definition", "kind",
@@ -36,7 +38,7 @@ _TOP = frozenset({"name", "version", "description", "state", "max_supersteps", "
                   "connections", "metadata"})
 _NODE = frozenset({"id", "agent_name", "workflow", "is_entry", "is_exit", "skip_condition",
                    "retry", "timeout", "fan_out", "join", "inputs", "outputs", "description",
-                   "metadata", "max_concurrency"})
+                   "metadata", "max_concurrency", *AGENT_KEYS})
 _CONN = frozenset({"source_id", "target_id", "condition", "context_passed", "map",
                    "description", "metadata"})
 _RETRY = frozenset({"max_attempts", "initial_delay", "backoff", "max_delay", "jitter"})
@@ -310,7 +312,8 @@ def _parse_node(i: int, raw: Any, problems: list[str]) -> Node | None:
         is_exit=r.flag("is_exit"), skip=r.condition("skip_condition"), retry=_parse_retry(r),
         timeout=r.number("timeout", 0, above=True), fan_out=r.flag("fan_out"), join=r.flag("join"),
         inputs=r.mapping("inputs"), outputs=r.mapping("outputs"),
-        max_concurrency=r.number("max_concurrency", 1, integer=True), extras=r.extras(),
+        max_concurrency=r.number("max_concurrency", 1, integer=True),
+        extras={**r.extras(), **read_agent_options(raw, f"nodes[{i}]", problems)},
         retry_keys=tuple(k for k in retry if k in _RETRY) if isinstance(retry, Mapping) else ())
 
 
@@ -360,7 +363,9 @@ def check_definition(d: Definition, problems: list[str]) -> None:
         adjacency[c.source or ""].append((c.index, c.target or ""))
     entry = d.entry
     if entry is not None and entry.id in ids and ids[entry.id] is entry:
-        live = _reachable(adjacency, entry.id)
+        handoffs = {nid: [(-1, t) for t in n.extras.get("handoffs", ()) if t in ids]
+                    for nid, n in ids.items()}  # an agent node's transfers reach their targets
+        live = _reachable({nid: [*out, *handoffs[nid]] for nid, out in adjacency.items()}, entry.id)
         problems.extend(f"{n.loc}: node {nid!r} is unreachable from the entry {entry.id!r}"
                         for nid, n in ids.items() if nid not in live)
     if d.max_supersteps is None:

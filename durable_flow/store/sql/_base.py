@@ -24,8 +24,9 @@ import abc
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Self
+from typing import Any, Self
 
+from ...model._budget import Budget, RunUsage
 from ...model._records import ErrorInfo, RunStatus
 from .._protocols import (
     CheckpointMeta,
@@ -87,6 +88,8 @@ from ._runs import (
     start_failed_tx,
 )
 from ._shared import insert_checkpoint
+from ._spending import add_usage_tx, set_budget_tx
+from ._streams import append_stream_tx, read_stream_tx
 from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
 from ._writes import commit_tx, prune_page_tx, prune_tx, put_step_tx, put_task_writes_tx
 
@@ -192,6 +195,15 @@ class SqlStore(abc.ABC):
     async def respond(self, run_id: str, answers: Mapping[str, bytes]) -> RunRecord:
         """Record answers without executing (see ``RunStore.respond``)."""
         return await self.driver.run(partial(respond_tx, self._q, run_id, answers), write=True)
+
+    async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
+        """Add one model call's usage to the run's totals, in its own transaction."""
+        return await self.driver.run(partial(add_usage_tx, self._q, lease, usage), write=True)
+
+    async def set_budget(self, lease: Lease, budget: Budget | None) -> None:
+        """Replace the run's budget (idempotent: the same values again change nothing)."""
+        await self.driver.run(partial(set_budget_tx, self._q, lease, budget), write=True,
+                              idempotent=True)
 
     async def cancel_run(self, run_id: str) -> RunRecord:
         """Mark the run cancelled, fence out any holder, close its requests."""
@@ -307,6 +319,17 @@ class SqlStore(abc.ABC):
     async def wait_event(self, lease: Lease, wait: RequestRow) -> RequestRow:
         """Record an event wait; a kept event is delivered to it at once."""
         return await self.driver.run(partial(wait_event_tx, self._q, lease, wait), write=True)
+
+    async def append_stream(self, run_id: str, entries: Sequence[Mapping[str, Any]]) -> int:
+        """Append entries to the run's stream log, in their own transaction; the last ``seq``."""
+        return await self.driver.run(partial(append_stream_tx, self._q, run_id, list(entries)),
+                                     write=True)
+
+    async def read_stream(self, run_id: str, after: int = 0,
+                          limit: int = 1000) -> list[dict[str, Any]]:
+        """At most ``limit`` stream log rows after ``seq`` ``after``, in order."""
+        return await self.driver.run(partial(read_stream_tx, self._q, run_id, after, limit),
+                                     write=False)
 
     async def get_mail(self, run_id: str) -> list[MailRow]:
         """A run's events in the order they were sent."""

@@ -47,7 +47,7 @@ CACHE_ENV = "DURABLE_FLOW_CACHE_DIR"
 #: Every module the statement modules import is here too (a test checks it).
 SOURCES = ("store/sql/_cache.py", "store/sql/_statement.py", "store/sql/_schema.py",
            "store/sql/_tables.py", "store/sql/_wait_queries.py", "store/sql/_codec.py",
-           "model/_records.py")
+           "model/_records.py", "model/_budget.py")
 _FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent
 _LIBRARIES = ("sqlalchemy", "sqlmodel")

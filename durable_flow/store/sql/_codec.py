@@ -21,6 +21,7 @@ from typing import Any, get_args
 import orjson
 
 from ...errors import CheckpointCorruptedError
+from ...model._budget import Budget, RunUsage
 from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 from ...model._serde import as_bytes
 from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite, WaitKind
@@ -162,7 +163,19 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "lease_epoch": run.lease_epoch, "lease_expires_at": _maybe_us(run.lease_expires_at),
         "claim_token": run.claim_token, "start_attempts": run.start_attempts,
         "start_after": _maybe_us(run.start_after),
+        "input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens,
+        "usd": run.usage.usd,
+        "budget_tokens": None if run.budget is None else run.budget.max_tokens,
+        "budget_usd": None if run.budget is None else run.budget.max_usd,
     }
+
+
+def budget_of(tokens: Any, usd: Any) -> Budget | None:
+    """A run's ``Budget`` from its two columns (both NULL: none)."""
+    if tokens is None and usd is None:
+        return None
+    return Budget(max_tokens=None if tokens is None else int(tokens),
+                  max_usd=None if usd is None else float(usd))
 
 
 def _forked_from(raw: str | None) -> CheckpointRef | None:
@@ -201,6 +214,9 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             lease_expires_at=_maybe_from_us(row["lease_expires_at"]),
             claim_token=row["claim_token"], start_attempts=row["start_attempts"],
             start_after=_maybe_from_us(row["start_after"]),
+            usage=RunUsage(int(row["input_tokens"]), int(row["output_tokens"]),
+                           float(row["usd"])),
+            budget=budget_of(row["budget_tokens"], row["budget_usd"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",

@@ -9,7 +9,7 @@ columns, and the statements over them, are in :mod:`._tables`.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Index, LargeBinary, MetaData, Text, false, text
+from sqlalchemy import BigInteger, Boolean, Float, Index, LargeBinary, MetaData, Text, false, text
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -23,6 +23,7 @@ __all__ = [
     "RequestTable",
     "RunTable",
     "StepTable",
+    "StreamTable",
     "TaskWriteTable",
 ]
 
@@ -70,6 +71,14 @@ class RunTable(_TableModel, table=True):
     claim_token: str | None = None
     start_attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     start_after: int | None = Field(default=None, sa_type=BigInteger)
+    # added by migration 0007: what the run's model calls used, and its budget
+    input_tokens: int = Field(default=0, sa_type=BigInteger,
+                              sa_column_kwargs={"server_default": "0"})
+    output_tokens: int = Field(default=0, sa_type=BigInteger,
+                               sa_column_kwargs={"server_default": "0"})
+    usd: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
+    budget_tokens: int | None = Field(default=None, sa_type=BigInteger)
+    budget_usd: float | None = Field(default=None, sa_type=Float)
 
 
 class CheckpointTable(_TableModel, table=True):
@@ -208,4 +217,20 @@ class GraphTable(_TableModel, table=True):
     workflow_name: str
     workflow_version: str
     description: str = Field(sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class StreamTable(_TableModel, table=True):
+    """One entry of a run's stream log (``Runtime.read_stream``), numbered per run."""
+
+    __tablename__ = "stream_entries"
+
+    run_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    epoch: int
+    namespace: str
+    node: str
+    superstep: int
+    kind: str
+    data: bytes = Field(sa_type=LargeBinary)
     created_at: int = Field(sa_type=BigInteger)

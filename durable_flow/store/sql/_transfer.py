@@ -52,8 +52,8 @@ class TransferQueries:
 
 @cache
 def columns(table: str) -> tuple[tuple[str, str, bool], ...]:
-    """``(name, kind, nullable)`` of each column; kind is ``bytes``, ``bool``, ``int`` or ``str``."""
-    from sqlalchemy import Boolean, Integer, LargeBinary
+    """``(name, kind, nullable)`` of each column: ``bytes``, ``bool``, ``int``, ``float`` or ``str``."""
+    from sqlalchemy import Boolean, Float, Integer, LargeBinary
 
     from ._tables import METADATA
 
@@ -61,7 +61,8 @@ def columns(table: str) -> tuple[tuple[str, str, bool], ...]:
     for column in METADATA.tables[table].c:
         kind = "bytes" if isinstance(column.type, LargeBinary) else \
             "bool" if isinstance(column.type, Boolean) else \
-            "int" if isinstance(column.type, Integer) else "str"
+            "int" if isinstance(column.type, Integer) else \
+            "float" if isinstance(column.type, Float) else "str"
         out.append((column.name, kind, bool(column.nullable)))
     return tuple(out)
 
@@ -100,7 +101,7 @@ def _normal(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
         value = out.get(name)
         if value is not None:
             out[name] = bytes(value) if kind == "bytes" else bool(value) if kind == "bool" \
-                else value
+                else float(value) if kind == "float" else value
     return out
 
 

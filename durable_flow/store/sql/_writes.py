@@ -21,7 +21,7 @@ from .._protocols import (
     StepRow,
     TaskWrite,
 )
-from .._retention import Scanned, doomed
+from .._retention import Key, Scanned, doomed, stream_floors
 from . import _codec as t
 from ._ops import Tx, execute, execute_many, fetch
 from ._shared import (
@@ -33,6 +33,7 @@ from ._shared import (
     save_task_writes,
     unknown_request,
 )
+from ._streams import trim_stream_tx
 from ._waits import carry_tx, set_version_tx, waiting_tx
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def prune_tx(
     """
     if not (yield from fetch(q.run_lease, run_id=run_id)):
         return 0
-    threads, gone = yield from _plan(q, run_id, keep_last, older_than)
+    threads, gone, top = yield from _plan(q, run_id, keep_last, older_than)
     keys = [{"run_id": c.run_id, "checkpoint_id": c.id} for c in gone]
     for stmt in (q.cp_delete, q.tw_delete, q.step_delete, q.req_delete):
         yield from execute_many(stmt, keys)
@@ -179,6 +180,9 @@ def prune_tx(
             # A whole sub-workflow went with its anchor: its log chunks too.
             yield from execute(q.chunk_delete_thread, run_id=run_id, thread=thread)
         yield from _drop_unreferenced_values(q, run_id, thread)
+    floors = stream_floors(top, gone)
+    if run_id in floors:
+        yield from trim_stream_tx(q, run_id, floors[run_id])
     return len(gone)
 
 
@@ -193,25 +197,28 @@ def prune_page_tx(
     page = [r["run_id"] for r in (yield from fetch(q.run_ids_after, after=after, n=limit))]
     doomed_runs = []
     for run_id in page:
-        _threads, gone = yield from _plan(q, run_id, keep_last, older_than)
+        _threads, gone, _top = yield from _plan(q, run_id, keep_last, older_than)
         if gone:
             doomed_runs.append(run_id)
     return doomed_runs, (page[-1] if len(page) == limit else None)
 
 
 def _plan(q: Queries, run_id: str, keep_last: int | None, older_than: datetime | None
-          ) -> Tx[tuple[dict[tuple[str, str], list[Scanned]], list[Scanned]]]:
-    """One run's checkpoints by thread, and those prune removes."""
+          ) -> Tx[tuple[dict[tuple[str, str], list[Scanned]], list[Scanned], dict[Key, int]]]:
+    """One run's checkpoints by thread, those prune removes, top-level creation times."""
     cutoff = None if older_than is None else t.to_us(older_than)
     threads: dict[tuple[str, str], list[Scanned]] = {}
+    top: dict[Key, int] = {}  # where the stream log is trimmed: see ``stream_floors``
     for row in (yield from fetch(q.cp_scan, run_id=run_id)):
+        if row["thread"] == "":
+            top[(run_id, row["checkpoint_id"])] = row["created_at"]
         threads.setdefault((run_id, row["thread"]), []).append(Scanned(
             run_id, row["thread"], row["checkpoint_id"],
             old=cutoff is None or row["created_at"] < cutoff,
             completed=row["status"] == RunStatus.COMPLETED.value))
     open_at = {(r["run_id"], r["checkpoint_id"])
                for r in (yield from fetch(q.req_anchors[(True,)], run_id=run_id))}
-    return threads, doomed(threads, open_at, keep_last)
+    return threads, doomed(threads, open_at, keep_last), top
 
 
 def _drop_unreferenced_values(q: Queries, run_id: str, thread: str) -> Tx[None]:

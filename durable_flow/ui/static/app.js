@@ -55,6 +55,57 @@
       .catch(function () { setTimeout(watch, 2000); });
   }
 
+  // The run's stream log, live over server-sent events (GET /api/runs/ID/stream).
+  // The browser reconnects by itself with Last-Event-ID, so nothing is lost or
+  // shown twice. A model attempt a later one replaced is struck through (cut).
+  function followStream() {
+    var box = document.getElementById("stream");
+    if (!box || !window.EventSource) return;
+    var log = document.getElementById("stream-log");
+    var state = document.getElementById("stream-state");
+    var rounds = {};
+    var source = new EventSource("/api/runs/" + encodeURIComponent(box.dataset.run) + "/stream?after=0");
+    source.onopen = function () { state.textContent = "live"; };
+    source.onerror = function () { state.textContent = "reconnecting"; };
+    source.addEventListener("entry", function (event) {
+      var entry = JSON.parse(event.data);
+      var empty = document.getElementById("stream-empty");
+      if (empty) empty.remove();
+      if (entry.kind === "model_delta") return delta(entry);
+      var line = document.createElement("div");
+      line.className = "tool " + entry.kind;
+      var d = entry.data;
+      line.textContent = entry.node + (entry.kind === "tool_started"
+        ? " → " + d.tool + "(" + JSON.stringify(d.arguments || {}) + ")"
+        : " ← " + d.tool + (d.error ? " failed: " + d.error : ": " + (d.result || "")));
+      log.appendChild(line);
+    });
+    source.addEventListener("end", function () {
+      source.close();
+      state.textContent = "ended";
+    });
+
+    function delta(entry) {
+      var key = [entry.namespace, entry.node, entry.superstep, entry.data.round].join("|");
+      var attempt = entry.epoch * 1000 + (entry.data.attempt || 1);
+      var current = rounds[key];
+      if (!current || current.attempt !== attempt) {
+        if (current && attempt > current.attempt) current.el.classList.add("cut");
+        var el = document.createElement("div");
+        el.className = "delta" + (entry.cut ? " cut" : "");
+        var who = document.createElement("span");
+        who.className = "who mono";
+        who.textContent = entry.node + " ";
+        var text = document.createTextNode("");
+        el.appendChild(who);
+        el.appendChild(text);
+        log.appendChild(el);
+        current = rounds[key] = { attempt: attempt, el: el, text: text };
+      }
+      current.text.appendData(entry.data.text || "");
+    }
+  }
+
   function drawGraphs() {
     if (window.mermaid && document.querySelector("div.mermaid")) {
       mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { useMaxWidth: false } });
@@ -65,6 +116,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     configure();
     drawGraphs();
+    followStream();
     setTimeout(watch, 1000);
   });
   document.addEventListener("htmx:afterSettle", function () {

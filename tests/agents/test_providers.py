@@ -1,0 +1,159 @@
+"""PydanticAIModel and LangChainModel, tested with those libraries' own test models:
+text, tools, structured output and streaming, through agent nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from durable_flow import (
+    END,
+    Blackboard,
+    LangChainModel,
+    Message,
+    ModelError,
+    PydanticAIModel,
+    RunStatus,
+    Runtime,
+    StreamingChatModel,
+    WorkflowBuilder,
+)
+from durable_flow.testing import MemoryStore
+
+
+class Trip(Blackboard):
+    question: str = ""
+    answer: str = ""
+
+
+class Mood(BaseModel):
+    mood: str
+
+
+class Judged(Blackboard):
+    question: str = ""
+    mood: str = ""
+    result: Mood | None = None
+
+
+def weather(city: str) -> str:
+    """The forecast for a city."""
+    return f"sunny in {city}"
+
+
+def one(model: Any, state: type[Blackboard] = Trip, **options: Any) -> Any:
+    b = WorkflowBuilder("p", state=state)
+    b.add_agent("agent", model, instructions="Be brief.", **options)
+    b.set_entry("agent")
+    b.add_edge("agent", END)
+    return b.build()
+
+
+async def run_events(wf: Any, values: dict[str, Any]) -> tuple[Any, list[str]]:
+    async with Runtime(MemoryStore()) as rt:
+        events = [e async for e in rt.stream(wf, values)]
+    deltas = [e.data["text"] for e in events if e.kind == "model_delta"]
+    return events[-1].result, deltas
+
+
+# --- pydantic-ai ------------------------------------------------------------------------------
+
+
+async def test_pydantic_ai_test_model_calls_the_tool_then_answers_streamed() -> None:
+    model = PydanticAIModel(TestModel())
+    assert isinstance(model, StreamingChatModel)
+    result, deltas = await run_events(one(model, tools=[weather]), {"question": "Oslo?"})
+    assert result.status is RunStatus.COMPLETED, result.error
+    tool_results = [m for m in result.state.messages if m.role == "assistant"]
+    assert result.state.answer.startswith('{"weather":"sunny in a"}')
+    assert "".join(deltas) == result.state.answer and len(deltas) > 1
+    assert tool_results[-1].metadata["usage"]["input_tokens"] > 0
+
+
+async def test_pydantic_ai_function_model_sees_the_conversation_and_tools() -> None:
+    seen: list[tuple[list[ModelMessage], AgentInfo]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((messages, info))
+        if len(seen) == 1:
+            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Bergen"}, "c7")])
+        return ModelResponse(parts=[TextPart("take an umbrella")])
+
+    wf = one(PydanticAIModel(FunctionModel(reply), streaming=False), tools=[weather])
+    async with Runtime(MemoryStore()) as rt:
+        r = await rt.run(wf, {"question": "Bergen?"})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "take an umbrella"
+    assert [t.name for t in seen[0][1].function_tools] == ["weather"]
+    last = seen[1][0][-1]
+    assert last.parts[-1].content == "sunny in Bergen" and last.parts[-1].tool_call_id == "c7"
+
+
+async def test_pydantic_ai_structured_output_and_streamed_tool_calls() -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        assert [t.name for t in info.output_tools] == ["final_result"]
+        yield {0: DeltaToolCall(name="final_result", json_args='{"mo', tool_call_id="o1")}
+        yield {0: DeltaToolCall(json_args='od": "calm"}')}
+
+    wf = one(PydanticAIModel(FunctionModel(stream_function=stream)), Judged, output=Mood)
+    result, _ = await run_events(wf, {"question": "how?"})
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.state.mood == "calm" and result.state.result == Mood(mood="calm")
+
+
+async def test_pydantic_ai_errors_become_model_errors() -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError("boom")
+
+    with pytest.raises(ModelError, match="RuntimeError: boom"):
+        await PydanticAIModel(FunctionModel(broken)).complete([Message.user("hi")])
+
+
+# --- LangChain ---------------------------------------------------------------------------------
+
+
+class ToolFake(GenericFakeChatModel):
+    """The generic fake, recording the tools it is bound to."""
+
+    bound: list[Any] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.bound.append(tools)
+        return self
+
+
+async def test_langchain_fake_model_streams_text() -> None:
+    model = LangChainModel(GenericFakeChatModel(messages=iter([AIMessage("hello there world")])))
+    result, deltas = await run_events(one(model), {"question": "hi"})
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.state.answer == "hello there world"
+    assert deltas == ["hello", " ", "there", " ", "world"]
+
+
+async def test_langchain_tools_and_structured_output() -> None:
+    fake = ToolFake(bound=[], messages=iter([
+        AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": "c1"}]),
+        AIMessage("", tool_calls=[{"name": "final_result", "args": {"mood": "sunny"}, "id": "o"}]),
+    ]))
+    # the generic fake streams text only, so this reply comes whole
+    wf = one(LangChainModel(fake, streaming=False), Judged, output=Mood, tools=[weather])
+    async with Runtime(MemoryStore()) as rt:
+        r = await rt.run(wf, {"question": "Oslo?"})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.mood == "sunny"
+    names = [t["function"]["name"] for t in fake.bound[0]]
+    assert names == ["weather", "final_result"]
+    assert fake.bound[1] == fake.bound[0]  # the same tools on the second round
+
+
+async def test_langchain_without_bind_tools_is_a_model_error() -> None:
+    model = LangChainModel(GenericFakeChatModel(messages=iter([AIMessage("x")])))
+    with pytest.raises(ModelError, match="cannot bind tools"):
+        await model.complete([Message.user("hi")], output_schema={"type": "object"})
