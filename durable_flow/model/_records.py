@@ -155,7 +155,12 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The readable state of a run at one checkpoint."""
+    """The readable state of a run at one checkpoint.
+
+    Read straight from the stored JSON, without the workflow's code:
+    ``values`` are plain JSON values, and each of ``node_histories`` is a
+    sequence whose items become ``Message`` objects when read.
+    """
 
     run_id: str
     checkpoint_id: str
