@@ -19,8 +19,9 @@ byte, as with a server that is restarting), and keeps existing ones.
 
 Counters: :attr:`connections` (accepted and forwarded so far),
 :attr:`refused`, :attr:`open` (pairs open now), :attr:`bytes_up` (client to
-server), :attr:`bytes_down` (forwarded) and :attr:`held` (bytes a freeze is
-holding now: a request is in flight).
+server), :attr:`bytes_down` (forwarded), :attr:`held` (bytes a freeze is
+holding now: a request is in flight) and :attr:`turns` (round trips: on each
+connection, every time the client sends after the server last did, or first).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class _Pair:
     def __init__(self, client: asyncio.StreamWriter, server: asyncio.StreamWriter) -> None:
         self.client = client
         self.server = server
+        self.client_spoke_last = False
 
     def reset(self) -> None:
         _reset(self.client)
@@ -70,6 +72,7 @@ class NetProxy:
         self.held = 0
         self.bytes_up = 0
         self.bytes_down = 0
+        self.turns = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._refusing = False
@@ -167,15 +170,15 @@ class NetProxy:
         pair = _Pair(writer, up_writer)
         self._pairs.add(pair)
         try:
-            await asyncio.gather(self._pipe(reader, up_writer, up=True),
-                                 self._pipe(up_reader, writer, up=False))
+            await asyncio.gather(self._pipe(reader, up_writer, pair, up=True),
+                                 self._pipe(up_reader, writer, pair, up=False))
         finally:
             self._pairs.discard(pair)
             writer.transport.abort()
             up_writer.transport.abort()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    *, up: bool) -> None:
+                    pair: _Pair, *, up: bool) -> None:
         """Copy one direction until EOF or an error; holds while frozen."""
         try:
             while data := await reader.read(_CHUNK):
@@ -186,8 +189,10 @@ class NetProxy:
                     self.held -= len(data)
                 if up:
                     self.bytes_up += len(data)
+                    self.turns += not pair.client_spoke_last
                 else:
                     self.bytes_down += len(data)
+                pair.client_spoke_last = up
                 writer.write(data)
                 await writer.drain()
             await self._flowing.wait()  # an EOF is traffic too: held while frozen

@@ -170,14 +170,13 @@ async def resolve_checkpoint(rt: Runtime, run_id: str, ref: str) -> str:
     await find_run(rt, run_id)
     if ref.startswith("@"):
         return await _by_superstep(rt.store, run_id, ref)
-    metas = await rt.store.list_checkpoints(run_id)
-    ids = [m.id for m in metas]
-    if ref in ids:
+    if await rt.store.get_checkpoint(run_id, ref) is not None:
         return ref
-    matches = [i for i in ids if i.endswith(ref)] or [i for i in ids if i.startswith(ref)]
+    # two matches are enough to call it ambiguous: a long run's ids are not all read
+    matches = await rt.store.checkpoint_ids(run_id, ref, limit=2)
     if len(matches) > 1:
-        raise CliError(f"checkpoint {ref!r} is ambiguous in run {run_id}: it ends "
-                       f"{len(matches)} checkpoint ids ({', '.join(matches[:3])}, ...); "
+        raise CliError(f"checkpoint {ref!r} is ambiguous in run {run_id}: it ends more than "
+                       f"one checkpoint id ({', '.join(matches)}, ...); "
                        "give more characters, or @SUPERSTEP")
     if not matches:
         raise CliError(f"run {run_id} has no checkpoint {ref!r} (give an id, a unique end of "
@@ -227,8 +226,9 @@ async def _find(store: CheckpointStore, run_id: str, thread: str, where: str, su
     async for meta in _newest_first(store, run_id, thread):
         if meta.superstep == superstep:  # the checkpoint of that superstep on the current chain
             return meta.id
-    known = sorted({m.superstep for m in await store.list_checkpoints(run_id, thread=thread)})
-    span = f"{known[0]} to {known[-1]}" if known else "none"
+    oldest = await store.first_checkpoint(run_id, thread)
+    head = await store.thread_head(run_id, thread)
+    span = f"{oldest.superstep} to {head.superstep}" if oldest and head else "none"
     raise CliError(f"{ref!r}: {where} has no checkpoint at superstep {superstep} "
                    f"(its supersteps: {span})")
 

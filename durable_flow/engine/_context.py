@@ -20,7 +20,7 @@ from ..model._messages import Message
 from ..model._records import StreamKind
 from ..model._serde import decode, encode
 from ..store._protocols import RequestRow, StepRow
-from ._state import DAMAGE, corrupted, decode_raw
+from ._state import DAMAGE, corrupted, decode_plain
 
 if TYPE_CHECKING:
     import structlog
@@ -111,11 +111,10 @@ class TaskIO:
         cache = _RUN_INPUTS.setdefault(self.run, {})
         if self.thread not in cache:
             store, run_id = self.run.store, self.run.run_id
-            metas = await store.list_checkpoints(run_id, thread=self.thread)
+            first = await store.first_checkpoint(run_id, self.thread)
             values: dict[str, Any] = {}
-            if metas:
-                first = min(metas, key=lambda m: (m.seq, m.id))
-                values, _ = decode_raw(await store.load_checkpoint(run_id, first.id))
+            if first is not None:
+                values, _ = decode_plain(await store.load_checkpoint(run_id, first.id))
             cache[self.thread] = values
         return cache[self.thread]
 

@@ -15,7 +15,7 @@ from ..model._blackboard import Blackboard, StateSchema
 from ..model._clock import utcnow
 from ..model._frozen import FrozenList, LogBuffer, freeze
 from ..model._ids import new_checkpoint_id
-from ..model._messages import Message
+from ..model._messages import Message, MessageList
 from ..model._records import CheckpointSource, RunStatus
 from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..model._task_id import TaskId
@@ -24,8 +24,8 @@ from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
-    "decode_checkpoint", "decode_raw", "encode_field", "log_channels", "log_items", "log_name",
-    "self_contained", "stored_tasks",
+    "decode_checkpoint", "decode_plain", "decode_raw", "encode_field", "log_channels",
+    "log_items", "log_name", "self_contained", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -138,6 +138,29 @@ def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list
         return validated[0]
 
     return raw, _histories(loaded, messages)
+
+
+def decode_plain(loaded: LoadedCheckpoint
+                 ) -> tuple[dict[str, Any], dict[str, Sequence[Message]]]:
+    """Plain values and node histories of a checkpoint (``get_state``), no model built.
+
+    Everything is decoded straight from the stored JSON; a history's items
+    become ``Message``s only when read (``MessageList``), damage then raising
+    ``CheckpointCorruptedError`` naming run, checkpoint and channel.
+    """
+    meta = loaded.meta
+    histories: dict[str, Sequence[Message]] = {}
+    for channel in meta.log_lengths:
+        if channel.startswith(HISTORY_PREFIX):
+            histories[log_name(channel)[len(HISTORY_PREFIX):]] = MessageList(
+                log_items(loaded, channel),
+                partial(_damaged_item, meta.run_id, meta.id, channel))
+    return _raw_values(loaded), histories
+
+
+def _damaged_item(run_id: str, checkpoint_id: str, channel: str,
+                  exc: Exception) -> CheckpointCorruptedError:
+    return corrupted(run_id, checkpoint_id, exc, f"channel {channel!r}")
 
 
 def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:

@@ -15,6 +15,8 @@ from ..errors import RunFailedError
 from ._budget import Budget, RunUsage
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._blackboard import Blackboard
     from ._messages import Message
 
@@ -159,7 +161,12 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The readable state of a run at one checkpoint."""
+    """The readable state of a run at one checkpoint.
+
+    Read straight from the stored JSON, without the workflow's code:
+    ``values`` are plain JSON values, and each of ``node_histories`` is a
+    sequence whose items become ``Message`` objects when read.
+    """
 
     run_id: str
     checkpoint_id: str
@@ -167,7 +174,7 @@ class Snapshot:
     status: RunStatus
     values: dict[str, Any]
     error: ErrorInfo | None
-    node_histories: dict[str, list[Message]]
+    node_histories: dict[str, Sequence[Message]]
     next_tasks: tuple[str, ...]
     pending_requests: tuple[PendingRequest, ...]
     subworkflows: dict[str, Snapshot] = field(default_factory=dict)

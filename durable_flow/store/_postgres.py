@@ -76,8 +76,9 @@ from tenacity import (
 )
 
 from ..errors import InvalidInputError, RunLockedError, StoreError
+from ._pg_advance import commit_advancing
 from ._pg_session import OwnConnection, SessionLimits
-from ._protocols import Lease
+from ._protocols import Commit, Lease
 from .sql import _migrate
 from .sql._base import (
     RUNS_CHANNEL,
@@ -176,7 +177,7 @@ class _PostgresDriver:
 
     def __init__(self, asyncpg: ModuleType, pool: Any, reconnect_timeout: float) -> None:
         self._pg = asyncpg
-        self._pool = pool
+        self.pool = self._pool = pool
         self._reconnect_timeout = reconnect_timeout
 
     async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
@@ -207,6 +208,8 @@ class _PostgresDriver:
         return (isinstance(exc, _ConnectionLost | OSError | pg.PostgresConnectionError
                            | pg.ConnectionDoesNotExistError)
                 or getattr(exc, "sqlstate", None) in _UNAVAILABLE_SQLSTATES)
+
+    lost = _lost
 
     def _transient(self, exc: BaseException) -> bool:
         """Whether a transaction that failed with ``exc`` may succeed if run again."""
@@ -548,6 +551,10 @@ class PostgresStore(SqlStore):
             command_timeout=limits.connect_timeout, timeout=limits.connect_timeout)
         await limits.keep_alive(conn)
         return conn
+
+    async def commit(self, commit: Commit) -> None:
+        """Write a commit; the common superstep commit in one round trip (``_pg_advance``)."""
+        await commit_advancing(self, self.driver, self._q, commit, super().commit)
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend a held lease on the store's renewal connection (never behind the pool)."""

@@ -271,6 +271,21 @@ class CheckpointLog(Protocol):
         """The newest checkpoint of a thread, or None if the thread is empty."""
         ...
 
+    async def first_checkpoint(self, run_id: str, thread: str) -> CheckpointMeta | None:
+        """The oldest checkpoint of a thread (its lowest seq), or None if the thread is empty.
+
+        A store reads one row of an index, however long the thread.
+        """
+        ...
+
+    async def checkpoint_ids(self, run_id: str, part: str, *, limit: int) -> list[str]:
+        """Ids of the run's checkpoints that end with ``part`` (else start with it), sorted.
+
+        At most ``limit`` of them: a store reads the run's ids in an index
+        and returns only those that match, however long the run.
+        """
+        ...
+
     async def list_checkpoints(
         self, run_id: str, *, namespace: str | None = None, thread: str | None = None,
         before: str | None = None, limit: int | None = None,

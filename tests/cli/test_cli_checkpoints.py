@@ -127,6 +127,41 @@ def test_a_recent_superstep_of_a_long_run_is_found_without_reading_every_checkpo
     asyncio.run(scenario())
 
 
+class _ReadCountingStore(_CountingStore):
+    """Also counts the checkpoints read one by one."""
+
+    async def get_checkpoint(self, run_id: str, checkpoint_id: str) -> CheckpointMeta | None:
+        self.listed += 1
+        return await super().get_checkpoint(run_id, checkpoint_id)
+
+
+def test_an_end_of_an_id_in_a_long_run_is_found_without_reading_every_checkpoint() -> None:
+    b = WorkflowBuilder("long", state=_Count)
+    b.add_node("step", lambda s: {"count": 1})
+    b.set_entry("step")
+    b.add_edge("step", "step", when=lambda s: s.count < 300)
+
+    async def scenario() -> None:
+        store = _ReadCountingStore()
+        async with Runtime(store) as rt:
+            await rt.run(b.build(), run_id="long", max_supersteps=400)
+            ids = [m.id for m in await store.list_checkpoints("long")]
+            assert len(ids) == 301
+            for wanted in (ids[0], ids[150], ids[-1]):
+                for ref in (wanted, wanted[-12:], wanted[:-1]):
+                    store.listed = 0
+                    assert await resolve_checkpoint(rt, "long", ref) == wanted
+                    assert store.listed <= 1, (ref, store.listed)  # at most the exact id
+            store.listed = 0
+            with pytest.raises(CliError, match="ambiguous"):
+                await resolve_checkpoint(rt, "long", ids[0][:8])
+            with pytest.raises(CliError, match="has no checkpoint '%_'"):
+                await resolve_checkpoint(rt, "long", "%_")
+            assert store.listed <= 2
+
+    asyncio.run(scenario())
+
+
 def test_every_inner_superstep_is_named_after_a_resume_inside_the_sub_workflow() -> None:
     import collections
 

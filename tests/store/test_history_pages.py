@@ -66,3 +66,28 @@ async def test_namespace_heads_are_the_newest_checkpoint_of_each_sub_workflow(
     assert heads[2].status is RunStatus.WAITING
     assert [m.namespace for m in await store.namespace_heads("r2")] == ["inner"]
     assert await store.namespace_heads("nobody") == []
+
+
+async def test_a_threads_first_checkpoint_and_ids_by_their_end(store: CheckpointStore) -> None:
+    chain, lease = await start_run(store, "r1")
+    for i in range(1, 20):
+        await store.commit(Commit(lease, checkpoint=chain.next(appends={"log": [i]})))
+    sub = chain.sub("inner", at_index=4)
+    for _ in range(3):
+        await store.commit(Commit(lease, checkpoint=sub.next()))
+    first = await store.first_checkpoint("r1", "")
+    assert first is not None and first.id == chain.metas[0].id
+    inner = await store.first_checkpoint("r1", sub.thread)
+    assert inner is not None and inner.id == sub.metas[0].id
+    assert await store.first_checkpoint("r1", "no/such") is None
+    wanted = chain.metas[7].id
+    every = sorted(m.id for m in await store.list_checkpoints("r1"))
+    assert await store.checkpoint_ids("r1", wanted[-10:], limit=2) == [wanted]
+    starts = [i for i in every if i.startswith(wanted[:-1])]  # no id ends so: its start
+    assert not any(i.endswith(wanted[:-1]) for i in every) and len(starts) > 1
+    assert await store.checkpoint_ids("r1", wanted[:-1], limit=20) == starts
+    assert await store.checkpoint_ids("r1", wanted[:2], limit=3) == every[:3]
+    # LIKE's wildcards are only themselves
+    assert await store.checkpoint_ids("r1", "%", limit=2) == []
+    assert await store.checkpoint_ids("r1", "_" * len(wanted), limit=2) == []
+    assert await store.checkpoint_ids("nobody", wanted, limit=2) == []

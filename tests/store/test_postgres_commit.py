@@ -124,19 +124,51 @@ async def test_an_idempotent_write_whose_commit_reply_was_lost_runs_again(
     assert run is not None and (run.status, run.lease_owner) == (RunStatus.QUEUED, None)
 
 
-async def test_a_superstep_commit_whose_reply_was_lost_is_a_store_error(
+async def test_a_commit_whose_reply_was_lost_is_a_store_error(
     pg: PostgresStore, replies: _LostReplies
 ) -> None:
     chain, lease = await start_run(pg, "r1")
     base = chain.head.id
     cp = chain.next(values={"n": 1})
+    # a commit that leaves the run waiting: a transaction (a plain advance is one statement)
     commit = Commit(lease, extends=base, checkpoint=cp,
-                    run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=cp.meta.id))
+                    run=RunUpdate(RunStatus.WAITING, head_checkpoint_id=cp.meta.id))
     replies.arm()
     with pytest.raises(StoreError, match="may or may not have committed"):
         await pg.commit(commit)
     assert replies.lost == 1
     assert (await pg.thread_head("r1", "")) == cp.meta  # it had committed, once
+
+
+async def test_a_superstep_statement_whose_reply_was_lost_is_decided_and_succeeds(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the common superstep commit is one statement: with its reply lost, the usual
+    # transaction runs, finds the run's head is the commit's own checkpoint, and succeeds
+    chain, lease = await start_run(pg, "r1")
+    real = asyncpg.Connection.fetchval
+    lost: list[str] = []
+
+    async def fetchval(self: asyncpg.Connection, query: str, *args: Any, **kw: Any) -> Any:
+        value = await real(self, query, *args, **kw)
+        if query == Q.commit_advance.sql:  # type: ignore[union-attr]
+            lost.append(query)
+            self.terminate()
+            raise asyncpg.ConnectionDoesNotExistError(
+                "connection was closed in the middle of operation")
+        return value
+
+    monkeypatch.setattr(asyncpg.Connection, "fetchval", fetchval)
+    for n in range(3):
+        base = chain.head.id
+        cp = chain.next(values={"n": n})
+        await pg.commit(Commit(lease, extends=base, checkpoint=cp,
+                               run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=cp.meta.id)))
+        assert (await pg.thread_head("r1", "")) == cp.meta
+        run = await pg.get_run("r1")
+        assert run is not None and run.head_checkpoint_id == cp.meta.id
+    assert len(lost) == 3
+    assert len(await pg.list_checkpoints("r1")) == 4  # each written once
 
 
 class _Connection:

@@ -67,6 +67,8 @@ from ._ops import (
     fetch_each,
 )
 from ._reads import (
+    checkpoint_ids_tx,
+    first_checkpoint_tx,
     get_checkpoint_tx,
     get_requests_tx,
     get_steps_tx,
@@ -255,6 +257,16 @@ class SqlStore(SqlApprovals, abc.ABC):
     async def thread_head(self, run_id: str, thread: str) -> CheckpointMeta | None:
         """The newest checkpoint of a thread, or None."""
         return await self.driver.run(partial(thread_head_tx, self._q, run_id, thread), write=False)
+
+    async def first_checkpoint(self, run_id: str, thread: str) -> CheckpointMeta | None:
+        """The oldest checkpoint of a thread (lowest seq), or None; one index row."""
+        return await self.driver.run(partial(first_checkpoint_tx, self._q, run_id, thread),
+                                     write=False)
+
+    async def checkpoint_ids(self, run_id: str, part: str, *, limit: int) -> list[str]:
+        """At most ``limit`` ids of the run's checkpoints that end with ``part``, else start with it."""
+        return await self.driver.run(partial(checkpoint_ids_tx, self._q, run_id, part, limit),
+                                     write=False)
 
     async def list_checkpoints(
         self, run_id: str, *, namespace: str | None = None, thread: str | None = None,

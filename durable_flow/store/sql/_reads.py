@@ -37,6 +37,23 @@ def thread_head_tx(q: Queries, run_id: str, thread: str) -> Tx[CheckpointMeta | 
     return t.checkpoint_from_row(rows[0]) if rows else None
 
 
+def first_checkpoint_tx(q: Queries, run_id: str, thread: str) -> Tx[CheckpointMeta | None]:
+    """The checkpoint with the lowest seq in a thread, or None."""
+    rows = yield from fetch(q.cp_first, run_id=run_id, thread=thread)
+    return t.checkpoint_from_row(rows[0]) if rows else None
+
+
+def checkpoint_ids_tx(q: Queries, run_id: str, part: str, limit: int) -> Tx[list[str]]:
+    """At most ``limit`` ids of a run's checkpoints ending with ``part``, else starting with it."""
+    escaped = part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    for pattern, match in (("%" + escaped, str.endswith), (escaped + "%", str.startswith)):
+        rows = yield from fetch(q.cp_ids_like, run_id=run_id, pattern=pattern, limit=limit)
+        ids = [row["checkpoint_id"] for row in rows if match(row["checkpoint_id"], part)]
+        if ids:
+            return ids
+    return []
+
+
 def list_checkpoints_tx(
     q: Queries, run_id: str, namespace: str | None, thread: str | None,
     before: str | None = None, limit: int | None = None,

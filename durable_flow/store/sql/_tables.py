@@ -19,6 +19,7 @@ from sqlalchemy import (
     Delete,
     Insert,
     Integer,
+    LargeBinary,
     Select,
     String,
     Table,
@@ -26,12 +27,18 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     literal_column,
     select,
     tuple_,
+    union_all,
     update,
 )
+from sqlalchemy import (
+    cast as sql_cast,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
@@ -210,10 +217,16 @@ class Queries:
         # the common superstep commit of a running run: only the head moves, so no
         # index over status, wake time or error is rewritten (on SQLite an indexed
         # column set to its own value still rewrites its index entries)
-        self.run_advance_cas = c(update(runs).where(
+        advance = (update(runs).where(
             *lease, head, runs.c.status == RunStatus.RUNNING.value, runs.c.error.is_(None))
             .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head"),
                     start_attempts=0, start_after=None))
+        self.run_advance_cas = c(advance)
+        # on PostgreSQL, the same commit in one statement (store/_pg_advance.py)
+        pg = d.dialect.name == "postgresql"
+        self.commit_advance: Statement | None = c(_advance(advance)) if pg else None
+        self.commit_advance_merge: Statement | None = (
+            c(_advance(advance, merging=True)) if pg else None)
         # a worker's claim: the oldest runs of one workflow version a worker may take,
         # highest priority first; rows another transaction locked are skipped
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
@@ -247,6 +260,15 @@ class Queries:
         self.cp_get = c(select(cps).where(*_where(cps, "run_id", "checkpoint_id")))
         self.cp_head = c(select(cps).where(*_where(cps, "run_id", "thread"))
                          .order_by(cps.c.seq.desc()).limit(1))
+        # a thread's oldest checkpoint: one row of ux_checkpoints_thread_seq
+        self.cp_first = c(select(cps).where(*_where(cps, "run_id", "thread"))
+                          .order_by(cps.c.seq).limit(1))
+        # ids matching a pattern (an id's end or start): at most ``limit`` of the run's ids
+        self.cp_ids_like = c(
+            select(cps.c.checkpoint_id).where(
+                *_where(cps, "run_id"),
+                cps.c.checkpoint_id.like(bindparam("pattern", type_=String), escape="\\"))
+            .order_by(cps.c.checkpoint_id).limit(bindparam("limit", type_=Integer)))
         # history pages: a range of ix_checkpoints_namespace (or the primary key), newest first
         listing = select(cps).where(*_where(cps, "run_id")).order_by(cps.c.checkpoint_id.desc())
         self.cp_list = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
@@ -341,6 +363,68 @@ class Queries:
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
+
+
+# a merged segment: the block's JSON arrays joined without decoding (as _segments.join_arrays)
+_JOINED = ("'\\x5b'::bytea || coalesce(string_agg(substring(every.data from 2 for "
+           "length(every.data) - 2), '\\x2c'::bytea ORDER BY every.seq) FILTER (WHERE "
+           "length(every.data) > 2), ''::bytea) || '\\x5d'::bytea")
+
+
+def _byte(hex_digits: str) -> ColumnElement[Any]:
+    """One constant byte in the SQL text (the statement cache keeps no bytes parameters)."""
+    return literal_column(f"'\\x{hex_digits}'::bytea", LargeBinary)
+
+
+def _advance(moving: Update, *, merging: bool = False) -> Select[Any]:
+    """The common superstep commit in one statement (PostgreSQL, see ``_pg_advance.py``).
+
+    Data-modifying CTEs: the run's head moves (``run_advance_cas``: lease and
+    head checked) and, only when that UPDATE matched, the checkpoint, its new
+    values and its log chunks (``unnest`` of parallel arrays) are inserted.
+    ``merging``: the checkpoint completes a block from ``first`` on, merged
+    as ``insert_checkpoint`` does (one segment a channel, at the channel's
+    first seq; a block holding a row that is not a JSON array stays as it is).
+    The statement returns how many runs moved (0: nothing was written).
+    """
+    cps, vals, logs = CHECKPOINTS, CHANNEL_VALUES, LOG_CHUNKS
+    moved = moving.returning(RUNS.c.run_id).cte("moved")
+    went = select(moved.c.run_id).exists()
+    row = [sql_cast(bindparam(col.name), col.type) for col in cps.c]
+    cp = insert(cps).from_select([col.name for col in cps.c], select(*row).where(went))
+    run_id, thread, seq = (sql_cast(bindparam(n), vals.c[n].type) for n in ("run_id", "thread", "seq"))
+    cols = ["run_id", "thread", "seq", "channel", "data"]
+
+    def unnested(prefix: str) -> Select[Any]:
+        return select(run_id, thread, seq,
+                      func.unnest(bindparam(f"{prefix}_channels", type_=ARRAY(String))).label("channel"),
+                      func.unnest(bindparam(f"{prefix}_data", type_=ARRAY(LargeBinary))).label("data"))
+
+    out = select(func.count()).select_from(moved).add_cte(
+        cp.cte("cp"), insert(vals).from_select(cols, unnested("value").where(went)).cte("vals"))
+    if not merging:
+        return out.add_cte(insert(logs).from_select(cols, unnested("log").where(went)).cte("logs"))
+    new = unnested("log").cte("new")
+    mine = [logs.c.run_id == run_id, logs.c.thread == thread]
+    block = select(logs.c.channel, logs.c.seq, logs.c.data).where(
+        *mine, logs.c.seq >= bindparam("first", type_=Integer))
+    every = union_all(block, select(new.c.channel, new.c.seq, new.c.data)).cte("every")
+    size = func.length(every.c.data)
+    bad = select(every.c.seq).where(
+        (size < 2) | (func.substring(every.c.data, 1, 1) != _byte("5b"))
+        | (func.substring(every.c.data, size, 1) != _byte("5d"))).exists()
+    agg = select(every.c.channel, func.min(every.c.seq).label("first"),
+                 literal_column(_JOINED, LargeBinary).label("data")).group_by(every.c.channel).cte("agg")
+    sound = [went, ~bad]
+    merged = update(logs).where(*mine, logs.c.channel == agg.c.channel, logs.c.seq == agg.c.first,
+                                *sound).values(data=agg.c.data)
+    gone = delete(logs).where(*mine, logs.c.seq >= bindparam("first", type_=Integer),
+                              tuple_(logs.c.channel, logs.c.seq).not_in(
+                                  select(agg.c.channel, agg.c.first)), *sound)
+    fresh = insert(logs).from_select(cols, select(run_id, thread, seq, agg.c.channel, agg.c.data)
+                                     .where(agg.c.first == seq, *sound))
+    kept = insert(logs).from_select(cols, select(new).where(went, bad))
+    return out.add_cte(merged.cte("merged"), gone.cte("gone"), fresh.cte("fresh"), kept.cte("kept"))
 
 
 def schema_ddl(dialect: Dialect) -> tuple[str, ...]:

@@ -1,0 +1,89 @@
+"""``get_state`` decodes straight from the stored JSON: it builds no model instance."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from pydantic import field_validator
+
+from durable_flow import (
+    END,
+    Blackboard,
+    CheckpointCorruptedError,
+    Message,
+    RunStatus,
+    Runtime,
+    WorkflowBuilder,
+)
+from durable_flow.model._messages import MessageList
+
+VALIDATED: list[int] = []
+
+
+class Counted(Blackboard):
+    count: int = 0
+    limit: int = 0
+
+    @field_validator("count")
+    @classmethod
+    def _seen(cls, value: int) -> int:
+        VALIDATED.append(value)
+        return value
+
+
+def chain() -> Any:
+    b = WorkflowBuilder("plain-state", state=Counted)
+
+    @b.node()
+    def step(state: Counted) -> dict[str, Any]:
+        call = {"id": f"c{state.count}", "name": "lookup", "arguments": {"n": state.count}}
+        said = Message.assistant(f"message {state.count}", tool_calls=[call],
+                                 metadata={"n": state.count})
+        return {"messages": [said], "count": state.count + 1}
+
+    b.set_entry("step")
+    b.add_switch("step", [("count < limit", "step")], default=END)
+    return b.build()
+
+
+def live_messages() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, Message))
+
+
+async def test_get_state_of_a_long_run_builds_no_model(rt: Runtime) -> None:
+    result = await rt.run(chain(), {"limit": 200}, max_supersteps=201)
+    assert result.status is RunStatus.COMPLETED
+    run_id = result.run_id
+    del result
+    VALIDATED.clear()
+    before = live_messages()
+    snap = await rt.get_state(run_id)
+    middle = await rt.get_state(run_id, (await rt.history(run_id, limit=101))[-1].id)
+    assert live_messages() == before  # no Message built for either snapshot
+    assert VALIDATED == []  # nor the blackboard: its validators never ran
+    assert snap.values["count"] == 200
+    assert snap.values["messages"][-1]["tool_calls"][0]["arguments"] == {"n": 199}
+    assert len(snap.node_histories["step"]) == 200
+    assert len(middle.node_histories["step"]) == middle.values["count"]
+    # read, a history item is a Message, built then (and kept)
+    last = snap.node_histories["step"][-1]
+    assert isinstance(last, Message) and last.content == "message 199"
+    assert last.tool_calls[0].arguments == {"n": 199}
+    assert snap.node_histories["step"][-1] is last
+    assert [m.content for m in middle.node_histories["step"]] == [
+        f"message {i}" for i in range(middle.values["count"])]
+
+
+def test_a_damaged_history_item_raises_when_read() -> None:
+    def damaged(exc: Exception) -> Exception:
+        return CheckpointCorruptedError("run-1", "cp-1", str(exc))
+
+    history = MessageList([{"role": "user", "content": "hi"}, {"role": "nobody"}], damaged)
+    assert len(history) == 2 and history[0].content == "hi"
+    assert history.plain() == [{"role": "user", "content": "hi"}, {"role": "nobody"}]
+    with pytest.raises(CheckpointCorruptedError) as err:
+        list(history)
+    assert err.value.run_id == "run-1" and err.value.checkpoint_id == "cp-1"
