@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from openaikit import serving
 from pydantic import BaseModel
 
 from durable_flow import (
@@ -102,15 +102,9 @@ def stub() -> Iterator[Stub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(Handler) as url:
+        state.url = url
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def completion(message: dict[str, Any], prompt: int = 11, completion: int = 4) -> dict[str, Any]:
