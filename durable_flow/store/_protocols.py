@@ -386,7 +386,9 @@ class Inbox(Protocol):
                                after: InboxCursor | None = None) -> list[RequestRow]:
         """Every open request to a person across all runs, oldest first (the inbox).
 
-        Requests past their deadline are left out: no answer is taken for them.
+        Requests past their deadline are left out (no answer is taken for
+        them), except those that escalate and were not escalated yet: until
+        the escalation is recorded their first people may still answer.
         Ordered by ``(created_at, run_id, id)``. A page: at most ``limit``
         requests, only those ordered after the cursor ``after`` (the key of
         the last request of the previous page), read without scanning the

@@ -350,9 +350,11 @@ class Queries:
             reqs.c.created_at, reqs.c.request_id)
         self.req_list = {k: c(s) for k, s in _variants(
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
-        # the inbox: open requests to people whose deadline (if any) is ahead
+        # the inbox: open requests to people whose deadline (if any) is ahead, and
+        # those past it that may escalate (pending_requests_tx keeps only those)
         inbox = select(reqs).where(is_open, reqs.c.kind == "request", reqs.c.expires_at.is_(None)
-                                   | (reqs.c.expires_at > bindparam("now"))).order_by(
+                                   | (reqs.c.expires_at > bindparam("now"))
+                                   | reqs.c.approval.is_not(None)).order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
         after = tuple_(reqs.c.created_at, reqs.c.run_id, reqs.c.request_id) > tuple_(
             bindparam("after_created", type_=BigInteger), bindparam("after_run", type_=String),
