@@ -131,3 +131,55 @@ def test_worker_takes_notifiers_and_refuses_a_malformed_smtp_address(tmp_path: P
     assert all(flag in helped.stdout for flag in ("--notify-webhook", "--smtp", "--base-url"))
     one_error_line(script(tmp_path, "worker", "wmod:wf", "--smtp", "nohost"), 2,
                    "--smtp takes HOST:PORT")
+
+
+APPROVALS_MODULE = '''
+from typing import Any
+
+from durable_flow import END, Blackboard, WorkflowBuilder
+
+
+class Expense(Blackboard):
+    approved: bool | None = None
+
+
+b = WorkflowBuilder("expense", state=Expense)
+
+
+@b.node()
+async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+    first = await ctx.request({"question": "Approve 40 EUR?"}, bool, roles=["finance"])
+    second = await ctx.request({"question": "Really?"}, bool, assignees=["ann"])
+    return {"approved": first and second}
+
+
+b.set_entry("approve")
+b.add_edge("approve", END)
+workflow = b.build()
+'''
+
+
+def test_respond_by_a_user_with_a_comment_is_a_cli_decision(tmp_path: Path) -> None:
+    (tmp_path / "expenses.py").write_text(APPROVALS_MODULE)
+    started = script(tmp_path, "run", "expenses:workflow", "--json")
+    assert started.returncode == 0, started.stderr
+    run = json.loads(started.stdout)
+    run_id, (first,) = run["run_id"], [r["id"] for r in run["pending_requests"]]
+    one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true", "--by", "bob"),
+                   1, "bob", "may not")
+    one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true"), 1, "may not")
+    assert json.loads(script(tmp_path, "audit", run_id, "--json").stdout) == []
+    assert script(tmp_path, "users", "add", "fay", "--role", "finance",
+                  stdin="pw\npw\n").returncode == 0
+    answered = script(tmp_path, "respond", run_id, first, "--value", "true", "--by", "fay",
+                      "--comment", "receipt checked", "--json")  # answers, then resumes
+    assert answered.returncode == 0, answered.stderr
+    resumed = json.loads(answered.stdout)
+    (second,) = [r["id"] for r in resumed["pending_requests"]]
+    assert resumed["status"] == "waiting" and second != first
+    recorded = script(tmp_path, "respond", run_id, second, "--value", "true", "--by", "ann",
+                      "--comment", "fine by me", "--no-resume")  # records only
+    assert recorded.returncode == 0, recorded.stderr
+    trail = json.loads(script(tmp_path, "audit", run_id, "--json").stdout)
+    assert [(d["request_id"], d["by"], d["via"], d["comment"], d["answer"]) for d in trail] == [
+        (first, "fay", "cli", "receipt checked", True), (second, "ann", "cli", "fine by me", True)]
