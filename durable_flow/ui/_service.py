@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, NotAuthorizedError
 from ..model._approvals import Principal
 from ..model._clock import utcnow
 from ..model._graph import Workflow
@@ -127,6 +127,19 @@ class UiService:
         ``by`` answers (None: the admin); ``NotAuthorizedError`` for a request not theirs.
         """
         return await self.runtime.respond(run_id, responses, by=by, via=via)
+
+    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str],
+                       roles: Sequence[str], by: Principal | None) -> PendingRequest:
+        """The admin (``by`` None) gives an open request to other people; anyone else is refused.
+
+        Recorded as a ``reassign`` decision by ``admin`` with a notification
+        (``Runtime.reassign``); ``NotAuthorizedError`` for a person, and nothing changes.
+        """
+        if by is not None:
+            raise NotAuthorizedError(by.id, "reassign requests (admins only)", run_id=run_id,
+                                     request_id=request_id or None)
+        return await self.runtime.reassign(run_id, request_id, assignees=assignees, roles=roles,
+                                           by="admin")
 
     # runs --------------------------------------------------------------------------
     async def runs(self, *, status: RunStatus | str | None = None, workflow: str | None = None,
