@@ -491,6 +491,14 @@ class Approvals(Protocol):
         """Count a failed delivery and put the next try off (backoff)."""
         ...
 
+    async def prune_notifications(self, delivered_before: datetime) -> int:
+        """Delete notifications delivered before ``delivered_before``; return how many.
+
+        Undelivered ones are never removed, nor those about a request still
+        open (writing its notification again must find the one delivered).
+        """
+        ...
+
     async def notifications(self, run_id: str) -> list[NotificationRow]:
         """A run's notifications, oldest first."""
         ...
