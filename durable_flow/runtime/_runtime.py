@@ -517,7 +517,11 @@ class Runtime(RuntimeApprovals):
         return await self._inspect.runs(status, workflow_name)
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
-        """Every open request across all runs and nesting levels, oldest first."""
+        """Every open request a person may answer now, across runs and nesting levels, oldest first.
+
+        A request past its deadline is left out, unless it escalates and the
+        escalation is not recorded yet: its first people may still answer it.
+        """
         schemas: dict[bytes, Any] = {}
         return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]
