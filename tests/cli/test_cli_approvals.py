@@ -183,3 +183,42 @@ def test_respond_by_a_user_with_a_comment_is_a_cli_decision(tmp_path: Path) -> N
     trail = json.loads(script(tmp_path, "audit", run_id, "--json").stdout)
     assert [(d["request_id"], d["by"], d["via"], d["comment"], d["answer"]) for d in trail] == [
         (first, "fay", "cli", "receipt checked", True), (second, "ann", "cli", "fine by me", True)]
+
+
+def test_the_inbox_lists_a_late_request_until_its_escalation_is_recorded(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from durable_flow.model._clock import utcnow
+
+    b = WorkflowBuilder("late", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        return {"approved": await ctx.request({"question": "Late?"}, bool, assignees=["ann"],
+                                              timeout=timedelta(seconds=0.5),
+                                              escalate_to=["role:manager"])}
+
+    b.set_entry("approve").add_edge("approve", END)
+    wf = b.build()
+
+    async def late() -> str:
+        async with Runtime(SqliteStore(tmp_path / "runs.db")) as rt:
+            result = await rt.run(wf, {})
+            due = result.pending_requests[0].expires_at
+            assert due is not None
+            await asyncio.sleep((due - utcnow()).total_seconds() + 0.05)
+            return result.run_id
+    run_id = asyncio.run(late())
+    listed = json.loads(script(tmp_path, "inbox", "--json").stdout)
+    assert [(r["run_id"], r["assignees"], r["escalated"]) for r in listed] == [
+        (run_id, ["ann"], False)]
+
+    async def escalate() -> None:
+        async with Runtime(SqliteStore(tmp_path / "runs.db")) as rt:
+            await rt.resume(wf, run_id)
+            (moved,) = await rt.pending_requests()
+            assert (moved.roles, moved.escalated) == (("manager",), True)
+    asyncio.run(escalate())
+    # the new deadline passes too: escalated once, it is no one's to answer any more
+    asyncio.run(asyncio.sleep(0.6))
+    assert json.loads(script(tmp_path, "inbox", "--json").stdout) == []
