@@ -124,7 +124,7 @@ async def respond(request: Request, svc: Service, run_id: str, body: RespondIn) 
     queued for a worker.
     """
     return RunOut.of(await svc.respond(run_id, body.responses, by=request.state.principal,
-                                       via="api"))
+                                       via="api", comment=body.comment))
 
 
 @router.post("/runs/{run_id}/reassign", summary="Give an open request to other people (admin)")

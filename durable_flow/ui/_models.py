@@ -205,9 +205,10 @@ class SnapshotOut(BaseModel):
 
 
 class RespondIn(BaseModel):
-    """Answers to open requests of one run, by request id."""
+    """Answers to open requests of one run, by request id, and why (recorded with each)."""
 
     responses: dict[str, Any] = Field(min_length=1)
+    comment: str | None = Field(None, description="recorded with the decisions (see /decisions)")
 
 
 class ReassignIn(BaseModel):

@@ -121,12 +121,13 @@ class UiService:
         return None
 
     async def respond(self, run_id: str, responses: Mapping[str, Any], *,
-                      by: Principal | None = None, via: str = "ui") -> RunInfo:
+                      by: Principal | None = None, via: str = "ui",
+                      comment: str | None = None) -> RunInfo:
         """Record answers (checked against each request's schema); a worker continues the run.
 
         ``by`` answers (None: the admin); ``NotAuthorizedError`` for a request not theirs.
         """
-        return await self.runtime.respond(run_id, responses, by=by, via=via)
+        return await self.runtime.respond(run_id, responses, by=by, via=via, comment=comment)
 
     async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str],
                        roles: Sequence[str], by: Principal | None) -> PendingRequest:

@@ -197,11 +197,11 @@ async def test_a_bearer_jwt_names_the_principal(
         assert refused.status_code == 403
         forged = await c.get("/api/inbox", headers={"authorization": "Bearer a.b.c"})
         assert forged.status_code == 401
-        ok = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
-                          headers=fay)
+        ok = await c.post(f"/api/runs/{run_id}/respond", headers=fay,
+                          json={"responses": {rid: True}, "comment": "receipt attached"})
         assert ok.status_code == 200, ok.text
     (decision,) = await rt.decisions(run_id)
-    assert (decision.by, decision.via) == ("fay", "api")
+    assert (decision.by, decision.via, decision.comment) == ("fay", "api", "receipt attached")
 
 
 async def test_the_run_page_shows_decisions_and_the_admin_reassigns(
