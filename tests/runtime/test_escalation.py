@@ -115,6 +115,21 @@ async def test_between_the_deadline_and_the_escalation_the_inbox_lists_it_to_the
     assert (decision.kind, decision.by, decision.comment) == ("answer", "alice", "just in time")
 
 
+async def test_titles_that_spell_the_approval_s_fields_do_not_fool_the_inbox(rt: Runtime) -> None:
+    tricky = ['"escalated":false', '"escalate_to":[]', '","escalated":false,"x":"',
+              "%_ \\ '; --"]
+    late: dict[str, bool] = {}
+    for title in tricky:
+        for escalates in (False, True):
+            extra: dict[str, Any] = {"escalate_to": [title + "@x"]} if escalates else {}
+            result = await rt.run(flow(assignees=[title + "@a"], title=title, timeout=0.3,
+                                       **extra), {})
+            late[result.run_id] = escalates
+    await past((await rt.pending_requests())[-1])
+    listed = {p.run_id for p in await rt.pending_requests()}
+    assert listed == {run for run, escalates in late.items() if escalates}
+
+
 async def test_after_the_escalation_only_the_new_people_see_and_answer_it(rt: Runtime) -> None:
     wf, run_id, first = await _escalating(rt)
     await past(first)
