@@ -129,9 +129,9 @@ def pending_requests_tx(q: Queries, workflow_name: str | None, limit: int | None
 
     The inbox can hold tens of thousands of rows, so they are built from the
     raw tuples (no dict per row), and a page is a range of the open-requests
-    index (a row-value comparison), never an offset. Rows past their
-    deadline that no one may answer any more (waiting for a worker to close
-    them) are read and left out; the next rows are read to fill the page.
+    index (a row-value comparison), never an offset. The statement tells an
+    escalating approval by its bytes; each late row is checked again here
+    (``answerable_now``), and should one be dropped the next rows fill the page.
     """
     now = utcnow()
     kept: list[RequestRow] = []
