@@ -1,9 +1,10 @@
-"""Take the web UI screenshots in docs/: ``python docs/screenshots.py``.
+"""Take the web UI screenshots in docs/: ``python docs/screenshots.py [FOLDER]``.
 
 Fills a temporary database with a few runs of the test workflows
 (``tests/uikit.py``), serves ``durable-flow ui`` on it and photographs the
 inbox and a run page with headless Chromium (the same setup as the browser
-tests).
+tests). They go to ``docs/`` unless a folder is given (the tests take them
+into a temporary one).
 """
 
 from __future__ import annotations
@@ -31,19 +32,24 @@ async def fill(db: Path) -> str:
         return shown.run_id
 
 
-def main() -> None:
+#: The files :func:`main` writes.
+SHOTS = ("ui-inbox.png", "ui-run.png")
+
+
+def main(out: Path = DOCS) -> None:
+    """Write :data:`SHOTS` into ``out``."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "runs.db"
         run_id = asyncio.run(fill(db))
         with uikit.ui_server(db, *uikit.TARGETS) as url, uikit.browser() as browser:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.goto(url + "/")
-            page.screenshot(path=str(DOCS / "ui-inbox.png"), full_page=True)
+            page.screenshot(path=str(out / "ui-inbox.png"), full_page=True)
             page.goto(f"{url}/runs/{run_id}")
             page.wait_for_selector("div.mermaid svg")
-            page.screenshot(path=str(DOCS / "ui-run.png"), full_page=True)
-    print("wrote docs/ui-inbox.png and docs/ui-run.png")
+            page.screenshot(path=str(out / "ui-run.png"), full_page=True)
+    print(f"wrote {', '.join(SHOTS)} into {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS)

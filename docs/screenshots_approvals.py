@@ -1,8 +1,10 @@
-"""Take the screenshots of the Approvals guide: ``python docs/screenshots_approvals.py``.
+"""Take the screenshots of the Approvals guide: ``python docs/screenshots_approvals.py [FOLDER]``.
 
 A person's inbox (signed in as a manager, an escalated expense), the page a
 signed link opens, and a run page with its decisions, from headless Chromium
 against ``durable-flow ui`` (the browser tests' setup, ``tests/uikit.py``).
+They go to ``docs/`` unless a folder is given (the tests take them into a
+temporary one, so this script cannot rot unnoticed).
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ async def created(db: Path) -> None:
         pass  # the schema exists before the server opens the file
 
 
-def main() -> None:
+#: The files :func:`main` writes.
+SHOTS = ("approvals-link.png", "approvals-inbox.png", "approvals-audit.png")
+
+
+def main(out: Path = DOCS) -> None:
+    """Write :data:`SHOTS` into ``out``."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "runs.db"
         asyncio.run(created(db))
@@ -57,16 +64,16 @@ def main() -> None:
                 link, run_id = pool.submit(asyncio.run, fill(db, url)).result()
             page = browser.new_page(viewport={"width": 1100, "height": 800})
             page.goto(link)
-            page.screenshot(path=str(DOCS / "approvals-link.png"), full_page=True)
+            page.screenshot(path=str(out / "approvals-link.png"), full_page=True)
             page.goto(url + "/login")
             page.get_by_label("Access token").fill(TOKEN)
             page.get_by_role("button", name="Log in").click()
             page.goto(url + "/")
-            page.screenshot(path=str(DOCS / "approvals-inbox.png"), full_page=True)
+            page.screenshot(path=str(out / "approvals-inbox.png"), full_page=True)
             page.goto(f"{url}/runs/{run_id}")
-            page.locator("section.decisions").screenshot(path=str(DOCS / "approvals-audit.png"))
-    print("wrote docs/approvals-link.png, approvals-inbox.png and approvals-audit.png")
+            page.locator("section.decisions").screenshot(path=str(out / "approvals-audit.png"))
+    print(f"wrote {', '.join(SHOTS)} into {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS)

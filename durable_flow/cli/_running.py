@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import UnknownRequestError
+from ..model._approvals import Principal
 from ..model._graph import Workflow
 from ..model._records import RunInfo, RunResult, RunStatus
 from ..runtime._runtime import Runtime
@@ -101,6 +102,13 @@ def respond(
         "--value", "-v", metavar="JSON|@FILE", show_default=False,
         help="The answer as JSON (validated against the request's schema).")],
     workflow: WorkflowOpt = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", metavar="USER", show_default=False,
+        help="Who answers (a principal id; a user of the web app answers with their roles). "
+             "A request assigned to others is refused.")] = None,
+    comment: Annotated[str | None, typer.Option(
+        "--comment", metavar="TEXT", show_default=False,
+        help="Why: recorded with the decision (see `audit`).")] = None,
     no_resume: Annotated[bool, typer.Option(
         "--no-resume", help="Only record the answer (no workflow code needed): a worker, or "
                             "a later `resume`, continues the run.")] = False,
@@ -114,21 +122,24 @@ def respond(
     only answered: no workflow code runs here, and once nothing else is
     pending the run is queued for a worker. A value that does not fit the
     request's JSON schema is refused (the schema is printed) and nothing is
-    written.
+    written. The answer is a decision `by` USER `via` cli, with the
+    --comment (`durable-flow audit RUN`); a USER who may not answer the
+    request is refused and nothing is written.
     """
     opts = options(ctx)
     answer = read_json(value, "--value")
     if no_resume and workflow is not None:
         raise UsageError("--no-resume records the answer only; it takes no --workflow")
     if no_resume or (workflow is None and not _recorded_workflow(opts, run_id)):
-        _record_answer(opts, run_id, request_id, answer, as_json)
+        _record_answer(opts, run_id, request_id, answer, as_json, by, comment)
         return
     console, tracker = make_console(), Tracker(f"resuming {run_id}", run_id)
 
     async def go(rt: Runtime) -> RunResult:
         wf, recorded = await workflow_for_run(rt, run_id, workflow)
         events = rt.stream_resume(wf, run_id, responses={request_id: answer},
-                                  allow_mismatch=allow_mismatch)
+                                  allow_mismatch=allow_mismatch, by=await _who(rt, by),
+                                  comment=comment, via="cli")
         try:
             result = await follow(events, tracker, console, live=not as_json)
         except UnknownRequestError as exc:
@@ -149,14 +160,23 @@ def _recorded_workflow(opts: CliOptions, run_id: str) -> bool:
     return asyncio.run(go())
 
 
+async def _who(rt: Runtime, by: str | None) -> Principal | None:
+    """``--by``: a user of the web app answers with their roles; any other id with none."""
+    if by is None:
+        return None
+    user = await rt.store.get_user(by)
+    return Principal(by, user.roles if user is not None else ())
+
+
 def _record_answer(opts: CliOptions, run_id: str, request_id: str, answer: Any,
-                   as_json: bool) -> None:
+                   as_json: bool, by: str | None, comment: str | None) -> None:
     """``Runtime.respond``: record the answer, execute nothing."""
 
     async def go() -> RunInfo:
         async with opened(opts) as rt:
             try:
-                return await rt.respond(run_id, {request_id: answer})
+                return await rt.respond(run_id, {request_id: answer}, by=await _who(rt, by),
+                                        comment=comment, via="cli")
             except UnknownRequestError as exc:
                 raise CliError(await _pending_hint(rt, run_id, exc)) from None
 

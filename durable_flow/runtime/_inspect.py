@@ -23,6 +23,7 @@ from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus,
 from ..model._serde import as_bytes, decode
 from ..store._approval_rows import approval_of
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
+from ..store._rows import escalation_due
 from ._signals import signals_for
 
 __all__ = ["Inspector", "asks", "response_schema", "settled", "to_pending"]
@@ -31,11 +32,12 @@ __all__ = ["Inspector", "asks", "response_schema", "settled", "to_pending"]
 def asks(rows: list[RequestRow]) -> list[RequestRow]:
     """The requests a person can answer now among recorded waits.
 
-    Timers and event waits are no one's to answer, nor a request past its deadline.
+    Timers and event waits are no one's to answer, nor a request past its
+    deadline, unless it escalates and was not escalated yet.
     """
     now = utcnow()
-    return [r for r in rows if r.kind == "request"
-            and (r.expires_at is None or r.expires_at > now)]
+    return [r for r in rows if r.kind == "request" and r.answer is None
+            and (r.expires_at is None or r.expires_at > now or escalation_due(r))]
 
 
 def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = None

@@ -8,6 +8,11 @@ role) and handed to every notifier. Only when all of them took it is it
 marked delivered; a failure puts it off with backoff, so it is delivered at
 least once (a crash between sending and marking sends it again, with the
 same id).
+
+Sent notifications do not pile up: while serving, the outbox deletes those
+delivered more than ``retention`` ago (default a week), every
+``prune_interval`` seconds. Undelivered ones are never deleted, nor those
+about a request still open (``CheckpointStore.prune_notifications``).
 """
 
 from __future__ import annotations
@@ -15,18 +20,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 
 from .._logs import get_logger
+from ..model._clock import utcnow
 from ..store._outbox_rows import NotificationRow, UserRow
 from ..store._protocols import CheckpointStore
 from ._links import SECRET_ENV, LinkSigner
 from ._notify import Notification, Notifier
 
-__all__ = ["Outbox", "outbox_for", "stop_outbox"]
+__all__ = ["RETENTION", "Outbox", "outbox_for", "stop_outbox"]
 
 _log = get_logger()
+
+#: How long a delivered notification is kept before the outbox deletes it.
+RETENTION = timedelta(days=7)
 
 
 class Outbox:
@@ -34,13 +44,17 @@ class Outbox:
 
     def __init__(self, store: CheckpointStore, notifiers: Sequence[Notifier], *,
                  base_url: str | None = None, signer: LinkSigner | None = None,
-                 link_ttl: timedelta = timedelta(days=2), poll_interval: float = 1.0) -> None:
+                 link_ttl: timedelta = timedelta(days=2), poll_interval: float = 1.0,
+                 retention: timedelta = RETENTION, prune_interval: float = 600.0) -> None:
         self.store = store
         self.notifiers = list(notifiers)
         self.base_url = base_url
         self.signer = signer
         self.link_ttl = link_ttl
         self.poll_interval = poll_interval
+        self.retention = retention
+        self.prune_interval = prune_interval
+        self._pruned_at: float | None = None
         self._stopping = asyncio.Event()
 
     async def deliver_due(self, limit: int = 50) -> int:
@@ -64,6 +78,17 @@ class Outbox:
             delivered += 1
         return delivered
 
+    async def prune_delivered(self) -> int:
+        """Delete notifications delivered more than ``retention`` ago; how many.
+
+        Undelivered ones stay, and so do those about a request still open.
+        """
+        removed = await self.store.prune_notifications(utcnow() - self.retention)
+        self._pruned_at = time.monotonic()
+        if removed:
+            _log.info("notifications_pruned", removed=removed)
+        return removed
+
     def notification(self, row: NotificationRow, users: Sequence[UserRow]) -> Notification:
         """What a row tells, with links and email addresses filled in."""
         f = row.fields()
@@ -83,11 +108,18 @@ class Outbox:
                             roles=roles, links=links, emails=emails)
 
     async def serve(self) -> None:
-        """Deliver until :meth:`stop`, polling every ``poll_interval`` seconds."""
+        """Deliver until :meth:`stop`, polling every ``poll_interval`` seconds.
+
+        Every ``prune_interval`` seconds (and on the first pass) it also
+        deletes what was delivered more than ``retention`` ago.
+        """
         self._stopping.clear()
         while not self._stopping.is_set():
             try:
                 await self.deliver_due()
+                if self._pruned_at is None or \
+                        time.monotonic() - self._pruned_at >= self.prune_interval:
+                    await self.prune_delivered()
             except Exception as exc:
                 _log.warning("outbox_unavailable", error=str(exc) or type(exc).__name__)
             with contextlib.suppress(TimeoutError):

@@ -45,6 +45,7 @@ from ..model._records import (
     Snapshot,
 )
 from ..model._routing import Routed
+from ..store._approval_rows import Answerer
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
 from ._approvals import RuntimeApprovals, answerer
 from ._events import asleep, send_event
@@ -190,7 +191,8 @@ class Runtime(RuntimeApprovals):
 
     async def resume(self, workflow: Workflow, run_id: str, *,
                      responses: Mapping[str, Any] | None = None, migrate: bool = False,
-                     allow_mismatch: bool = False, by: Principal | str | None = None) -> RunResult:
+                     allow_mismatch: bool = False, by: Principal | str | None = None,
+                     comment: str | None = None, via: str = "api") -> RunResult:
         """Continue a run from its head: after a crash, a failure, or with answers.
 
         The store checks the run's status, records the answers (to requests
@@ -204,15 +206,17 @@ class Runtime(RuntimeApprovals):
         ``WorkflowMismatchError`` unless ``migrate`` is set: then the
         workflow's migration from the run's version (``builder.migrate``)
         moves the run onto it first, and ``responses`` apply after it.
-        ``by`` answers as :meth:`respond`'s does.
+        ``by``, ``comment`` and ``via`` answer as :meth:`respond`'s do.
         """
         return await last_result(self._continue(workflow, run_id, responses, allow_mismatch,
-                                                events=False, migrate=migrate, by=by))
+                                                events=False, migrate=migrate,
+                                                who=answerer(by, via, comment)))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
                             responses: Mapping[str, Any] | None = None, migrate: bool = False,
                             allow_mismatch: bool = False,
-                            by: Principal | str | None = None) -> AsyncIterator[Event]:
+                            by: Principal | str | None = None, comment: str | None = None,
+                            via: str = "api") -> AsyncIterator[Event]:
         """Like :meth:`resume`, yielding events; the last one carries the ``RunResult``.
 
         An answer that fits the request's JSON Schema but fails the node's own
@@ -220,15 +224,15 @@ class Runtime(RuntimeApprovals):
         is open again and the run stays ``waiting``.
         """
         async for event in self._continue(workflow, run_id, responses, allow_mismatch,
-                                          events=True, migrate=migrate, by=by):
+                                          events=True, migrate=migrate,
+                                          who=answerer(by, via, comment)):
             yield event
 
     async def _continue(self, workflow: Workflow, run_id: str,
                         responses: Mapping[str, Any] | None, allow_mismatch: bool,
                         *, events: bool, migrate: bool = False,
-                        by: Principal | str | None = None) -> AsyncIterator[Event]:
+                        who: Answerer | None = None) -> AsyncIterator[Event]:
         check_workflow(workflow)
-        who = answerer(by)
         check_mapping("responses", responses)
         record = await self._require(run_id)
         migrating = migrate and record.workflow_version != workflow.version
@@ -513,7 +517,11 @@ class Runtime(RuntimeApprovals):
         return await self._inspect.runs(status, workflow_name)
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
-        """Every open request across all runs and nesting levels, oldest first."""
+        """Every open request a person may answer now, across runs and nesting levels, oldest first.
+
+        A request past its deadline is left out, unless it escalates and the
+        escalation is not recorded yet: its first people may still answer it.
+        """
         schemas: dict[bytes, Any] = {}
         return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]

@@ -386,7 +386,9 @@ class Inbox(Protocol):
                                after: InboxCursor | None = None) -> list[RequestRow]:
         """Every open request to a person across all runs, oldest first (the inbox).
 
-        Requests past their deadline are left out: no answer is taken for them.
+        Requests past their deadline are left out (no answer is taken for
+        them), except those that escalate and were not escalated yet: until
+        the escalation is recorded their first people may still answer.
         Ordered by ``(created_at, run_id, id)``. A page: at most ``limit``
         requests, only those ordered after the cursor ``after`` (the key of
         the last request of the previous page), read without scanning the
@@ -487,6 +489,14 @@ class Approvals(Protocol):
 
     async def notification_failed(self, notice: NotificationRow, error: str) -> None:
         """Count a failed delivery and put the next try off (backoff)."""
+        ...
+
+    async def prune_notifications(self, delivered_before: datetime) -> int:
+        """Delete notifications delivered before ``delivered_before``; return how many.
+
+        Undelivered ones are never removed, nor those about a request still
+        open (writing its notification again must find the one delivered).
+        """
         ...
 
     async def notifications(self, run_id: str) -> list[NotificationRow]:

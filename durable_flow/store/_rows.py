@@ -37,6 +37,7 @@ __all__ = [
     "StepRow",
     "TaskWrite",
     "WaitKind",
+    "answerable_now",
     "check_answerable",
     "escalation_due",
     "match_mail",
@@ -332,6 +333,16 @@ def escalation_due(row: RequestRow) -> bool:
     from ._approval_rows import approval_of
 
     return row.approval is not None and approval_of(row).escalates
+
+
+def answerable_now(row: RequestRow, now: datetime) -> bool:
+    """An open request a person may answer at ``now``: before its deadline, or escalating.
+
+    Between the deadline of a request that escalates and the escalation
+    being recorded, its first people may still answer it.
+    """
+    return (row.kind == "request" and row.answer is None and not row.timed_out
+            and (row.expires_at is None or row.expires_at > now or escalation_due(row)))
 
 
 def match_mail(waits: Sequence[RequestRow], mail: Sequence[MailRow],

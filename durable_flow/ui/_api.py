@@ -1,8 +1,10 @@
 """The JSON API under ``/api/``: the same operations the pages use, as JSON.
 
-Errors answer with a :class:`ProblemOut` body: 404 for an unknown run or
-checkpoint, 409 when the run's state refuses the action (locked, finished,
-a request no longer open), 422 for a bad answer or argument.
+Errors answer with a :class:`ProblemOut` body: 403 for what is not the
+caller's to do (another's request, reassigning as anyone but the admin),
+404 for an unknown run or checkpoint, 409 when the run's state refuses the
+action (locked, finished, a request no longer open), 422 for a bad answer
+or argument.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ._models import (
     HistoryOut,
     InboxOut,
     ProblemOut,
+    ReassignIn,
     RequestOut,
     RespondIn,
     RunOut,
@@ -43,8 +46,8 @@ Service = Annotated[UiService, Depends(service)]
 Limit = Annotated[int, Query(ge=1, le=500)]
 _PROBLEMS: dict[int | str, dict[str, object]] = {
     code: {"model": ProblemOut, "description": text}
-    for code, text in ((404, "unknown run or checkpoint"), (409, "refused in the run's state"),
-                       (422, "bad answer or argument"))}
+    for code, text in ((403, "not the caller's to do"), (404, "unknown run or checkpoint"),
+                       (409, "refused in the run's state"), (422, "bad answer or argument"))}
 
 router = APIRouter(prefix="/api", tags=["durable-flow"], responses=_PROBLEMS)
 
@@ -121,7 +124,19 @@ async def respond(request: Request, svc: Service, run_id: str, body: RespondIn) 
     queued for a worker.
     """
     return RunOut.of(await svc.respond(run_id, body.responses, by=request.state.principal,
-                                       via="api"))
+                                       via="api", comment=body.comment))
+
+
+@router.post("/runs/{run_id}/reassign", summary="Give an open request to other people (admin)")
+async def reassign(request: Request, svc: Service, run_id: str, body: ReassignIn) -> RequestOut:
+    """Only the admin (the token) may: anyone else gets 403 and nothing changes.
+
+    Recorded as a decision of kind ``reassign`` by ``admin``, with a
+    notification to the new people; from then on only they may answer. 409
+    unless the request is open.
+    """
+    return RequestOut.of(await svc.reassign(run_id, body.request_id, assignees=body.assignees,
+                                            roles=body.roles, by=request.state.principal))
 
 
 @router.post("/runs/{run_id}/cancel", summary="Cancel a run")

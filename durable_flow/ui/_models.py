@@ -25,6 +25,7 @@ __all__ = [
     "HistoryOut",
     "InboxOut",
     "ProblemOut",
+    "ReassignIn",
     "RequestOut",
     "RespondIn",
     "RunOut",
@@ -204,9 +205,18 @@ class SnapshotOut(BaseModel):
 
 
 class RespondIn(BaseModel):
-    """Answers to open requests of one run, by request id."""
+    """Answers to open requests of one run, by request id, and why (recorded with each)."""
 
     responses: dict[str, Any] = Field(min_length=1)
+    comment: str | None = Field(None, description="recorded with the decisions (see /decisions)")
+
+
+class ReassignIn(BaseModel):
+    """Who an open request goes to instead (principal ids and role names; one at least)."""
+
+    request_id: str
+    assignees: list[str] = Field([], description="principal ids that may answer")
+    roles: list[str] = Field([], description="roles whose holders may answer")
 
 
 class ForkIn(BaseModel):

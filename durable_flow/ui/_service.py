@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, NotAuthorizedError
 from ..model._approvals import Principal
 from ..model._clock import utcnow
 from ..model._graph import Workflow
@@ -121,12 +121,26 @@ class UiService:
         return None
 
     async def respond(self, run_id: str, responses: Mapping[str, Any], *,
-                      by: Principal | None = None, via: str = "ui") -> RunInfo:
+                      by: Principal | None = None, via: str = "ui",
+                      comment: str | None = None) -> RunInfo:
         """Record answers (checked against each request's schema); a worker continues the run.
 
         ``by`` answers (None: the admin); ``NotAuthorizedError`` for a request not theirs.
         """
-        return await self.runtime.respond(run_id, responses, by=by, via=via)
+        return await self.runtime.respond(run_id, responses, by=by, via=via, comment=comment)
+
+    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str],
+                       roles: Sequence[str], by: Principal | None) -> PendingRequest:
+        """The admin (``by`` None) gives an open request to other people; anyone else is refused.
+
+        Recorded as a ``reassign`` decision by ``admin`` with a notification
+        (``Runtime.reassign``); ``NotAuthorizedError`` for a person, and nothing changes.
+        """
+        if by is not None:
+            raise NotAuthorizedError(by.id, "reassign requests (admins only)", run_id=run_id,
+                                     request_id=request_id or None)
+        return await self.runtime.reassign(run_id, request_id, assignees=assignees, roles=roles,
+                                           by="admin")
 
     # runs --------------------------------------------------------------------------
     async def runs(self, *, status: RunStatus | str | None = None, workflow: str | None = None,

@@ -131,3 +131,94 @@ def test_worker_takes_notifiers_and_refuses_a_malformed_smtp_address(tmp_path: P
     assert all(flag in helped.stdout for flag in ("--notify-webhook", "--smtp", "--base-url"))
     one_error_line(script(tmp_path, "worker", "wmod:wf", "--smtp", "nohost"), 2,
                    "--smtp takes HOST:PORT")
+
+
+APPROVALS_MODULE = '''
+from typing import Any
+
+from durable_flow import END, Blackboard, WorkflowBuilder
+
+
+class Expense(Blackboard):
+    approved: bool | None = None
+
+
+b = WorkflowBuilder("expense", state=Expense)
+
+
+@b.node()
+async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+    first = await ctx.request({"question": "Approve 40 EUR?"}, bool, roles=["finance"])
+    second = await ctx.request({"question": "Really?"}, bool, assignees=["ann"])
+    return {"approved": first and second}
+
+
+b.set_entry("approve")
+b.add_edge("approve", END)
+workflow = b.build()
+'''
+
+
+def test_respond_by_a_user_with_a_comment_is_a_cli_decision(tmp_path: Path) -> None:
+    (tmp_path / "expenses.py").write_text(APPROVALS_MODULE)
+    started = script(tmp_path, "run", "expenses:workflow", "--json")
+    assert started.returncode == 0, started.stderr
+    run = json.loads(started.stdout)
+    run_id, (first,) = run["run_id"], [r["id"] for r in run["pending_requests"]]
+    one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true", "--by", "bob"),
+                   1, "bob", "may not")
+    one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true"), 1, "may not")
+    assert json.loads(script(tmp_path, "audit", run_id, "--json").stdout) == []
+    assert script(tmp_path, "users", "add", "fay", "--role", "finance",
+                  stdin="pw\npw\n").returncode == 0
+    answered = script(tmp_path, "respond", run_id, first, "--value", "true", "--by", "fay",
+                      "--comment", "receipt checked", "--json")  # answers, then resumes
+    assert answered.returncode == 0, answered.stderr
+    resumed = json.loads(answered.stdout)
+    (second,) = [r["id"] for r in resumed["pending_requests"]]
+    assert resumed["status"] == "waiting" and second != first
+    recorded = script(tmp_path, "respond", run_id, second, "--value", "true", "--by", "ann",
+                      "--comment", "fine by me", "--no-resume")  # records only
+    assert recorded.returncode == 0, recorded.stderr
+    trail = json.loads(script(tmp_path, "audit", run_id, "--json").stdout)
+    assert [(d["request_id"], d["by"], d["via"], d["comment"], d["answer"]) for d in trail] == [
+        (first, "fay", "cli", "receipt checked", True), (second, "ann", "cli", "fine by me", True)]
+
+
+def test_the_inbox_lists_a_late_request_until_its_escalation_is_recorded(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from durable_flow.model._clock import utcnow
+
+    b = WorkflowBuilder("late", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        return {"approved": await ctx.request({"question": "Late?"}, bool, assignees=["ann"],
+                                              timeout=timedelta(seconds=0.5),
+                                              escalate_to=["role:manager"])}
+
+    b.set_entry("approve").add_edge("approve", END)
+    wf = b.build()
+
+    async def late() -> str:
+        async with Runtime(SqliteStore(tmp_path / "runs.db")) as rt:
+            result = await rt.run(wf, {})
+            due = result.pending_requests[0].expires_at
+            assert due is not None
+            await asyncio.sleep((due - utcnow()).total_seconds() + 0.05)
+            return result.run_id
+    run_id = asyncio.run(late())
+    listed = json.loads(script(tmp_path, "inbox", "--json").stdout)
+    assert [(r["run_id"], r["assignees"], r["escalated"]) for r in listed] == [
+        (run_id, ["ann"], False)]
+
+    async def escalate() -> None:
+        async with Runtime(SqliteStore(tmp_path / "runs.db")) as rt:
+            await rt.resume(wf, run_id)
+            (moved,) = await rt.pending_requests()
+            assert (moved.roles, moved.escalated) == (("manager",), True)
+    asyncio.run(escalate())
+    # the new deadline passes too: escalated once, it is no one's to answer any more
+    asyncio.run(asyncio.sleep(0.6))
+    assert json.loads(script(tmp_path, "inbox", "--json").stdout) == []

@@ -98,6 +98,18 @@ async def test_resume_checks_by_and_records_the_answer_in_its_claim(rt: Runtime)
     assert (decision.by, decision.via, decision.answer) == ("alice@example.com", "api", False)
 
 
+async def test_resume_records_its_comment_and_channel(rt: Runtime) -> None:
+    wf, rid = await _waiting(rt, roles=["finance"])
+    run_id = (await rt.pending_requests())[0].run_id
+    with pytest.raises(InvalidInputError):
+        await rt.resume(wf, run_id, responses={rid: True}, by="fay", via="policy")
+    result = await rt.resume(wf, run_id, responses={rid: True}, via="cli", comment="seen it",
+                             by=Principal("fay", roles=("finance",)))
+    assert result.status is RunStatus.COMPLETED
+    (decision,) = await rt.decisions(run_id)
+    assert (decision.by, decision.via, decision.comment) == ("fay", "cli", "seen it")
+
+
 async def test_unassigned_requests_take_anonymous_answers_and_chain_them(rt: Runtime) -> None:
     b = WorkflowBuilder("two", state=Expense)
 

@@ -90,6 +90,60 @@ async def test_before_the_escalation_is_recorded_the_first_assignee_may_answer(r
     assert [d.kind for d in await rt.decisions(run_id)] == ["answer"]
 
 
+async def test_between_the_deadline_and_the_escalation_the_inbox_lists_it_to_the_first_people(
+        rt: Runtime) -> None:
+    plain = await rt.run(flow(assignees=["alice"], timeout=0.2), {})  # closes at its deadline
+    wf, run_id, first = await _escalating(rt)
+    await past(first)
+    await past(plain.pending_requests[0])
+    fresh = await rt.run(flow(), {})
+    listed = await rt.pending_requests()
+    assert [(p.id, p.run_id, p.assignees, p.escalated) for p in listed] == [
+        (first.id, run_id, ("alice",), False), (fresh.pending_requests[0].id, fresh.run_id, (),
+                                                 False)]
+    assert [p.id for p in (await rt.get_state(run_id)).pending_requests] == [first.id]
+    # a page of one skips the request no one may answer any more and still holds one
+    (page,) = await rt.store.pending_requests(limit=1)
+    assert page.run_id == run_id
+    (following,) = await rt.store.pending_requests(
+        limit=1, after=(page.created_at, page.run_id, page.id))
+    assert following.run_id == fresh.run_id
+    await rt.respond(run_id, {first.id: True}, by="alice", comment="just in time")
+    assert [p.run_id for p in await rt.pending_requests()] == [fresh.run_id]
+    assert (await rt.resume(wf, run_id)).state.approved is True
+    (decision,) = await rt.decisions(run_id)
+    assert (decision.kind, decision.by, decision.comment) == ("answer", "alice", "just in time")
+
+
+async def test_titles_that_spell_the_approval_s_fields_do_not_fool_the_inbox(rt: Runtime) -> None:
+    tricky = ['"escalated":false', '"escalate_to":[]', '","escalated":false,"x":"',
+              "%_ \\ '; --"]
+    late: dict[str, bool] = {}
+    for title in tricky:
+        for escalates in (False, True):
+            extra: dict[str, Any] = {"escalate_to": [title + "@x"]} if escalates else {}
+            result = await rt.run(flow(assignees=[title + "@a"], title=title, timeout=0.3,
+                                       **extra), {})
+            late[result.run_id] = escalates
+    await past((await rt.pending_requests())[-1])
+    listed = {p.run_id for p in await rt.pending_requests()}
+    assert listed == {run for run, escalates in late.items() if escalates}
+
+
+async def test_after_the_escalation_only_the_new_people_see_and_answer_it(rt: Runtime) -> None:
+    wf, run_id, first = await _escalating(rt)
+    await past(first)
+    await rt.resume(wf, run_id)  # the escalation is recorded
+    (moved,) = await rt.pending_requests()
+    assert (moved.assignees, moved.roles, moved.escalated) == (("bob",), ("manager",), True)
+    with pytest.raises(NotAuthorizedError):
+        await rt.respond(run_id, {first.id: True}, by="alice")
+    await past(moved)  # escalated once: past its second deadline it is no one's to answer
+    assert await rt.pending_requests() == []
+    with pytest.raises(UnknownRequestError):
+        await rt.respond(run_id, {first.id: True}, by="bob")
+
+
 async def test_at_the_second_deadline_the_default_applies_and_a_timeout_is_recorded(
         rt: Runtime) -> None:
     wf, run_id, first = await _escalating(rt, default=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,43 @@ async def test_a_failed_delivery_is_tried_again_with_the_same_id(rt: Runtime) ->
     first, second = recorder.sent
     assert first.id == second.id == row.id
     assert second.links["alice@example.com"].startswith(f"http://inbox.test/approve/{result.run_id}/")
+
+
+async def test_delivered_notifications_go_after_their_retention_undelivered_ones_never(
+        rt: Runtime) -> None:
+    from datetime import timedelta
+
+    from durable_flow.model._clock import utcnow
+
+    answered = await rt.run(flow(), {})
+    outbox = Outbox(rt.store, [Recorder()])
+    assert await outbox.deliver_due() == 1
+    await rt.respond(answered.run_id, {answered.pending_requests[0].id: True}, by="alice@example.com")
+    still_open = await rt.run(flow(), {})
+    assert await outbox.deliver_due() == 1  # delivered, but its request is open
+    unsent = await rt.run(flow(), {})  # never delivered
+    assert await rt.store.prune_notifications(utcnow() - timedelta(hours=1)) == 0  # too recent
+    assert await rt.store.prune_notifications(utcnow() + timedelta(days=30)) == 1
+    assert await rt.store.notifications(answered.run_id) == []
+    (kept,) = await rt.store.notifications(still_open.run_id)
+    assert kept.delivered_at is not None
+    (waiting,) = await rt.store.notifications(unsent.run_id)
+    assert waiting.delivered_at is None
+    # serving prunes on its own, with its retention (here: at once)
+    await rt.respond(still_open.run_id, {still_open.pending_requests[0].id: True},
+                     by="alice@example.com")
+    failing = Outbox(rt.store, [Recorder(fail=1_000)], retention=timedelta(0),
+                     poll_interval=0.05, prune_interval=0.05)
+    task = asyncio.create_task(failing.serve())
+    try:
+        async def pruned() -> bool:
+            return await rt.store.notifications(still_open.run_id) == []
+        await eventually(pruned)
+    finally:
+        failing.stop()
+        await task
+    (waiting,) = await rt.store.notifications(unsent.run_id)
+    assert waiting.delivered_at is None and waiting.attempts >= 1
 
 
 async def test_people_are_kept_with_argon2_hashes(store_factory: Callable[[], CheckpointStore]) -> None:

@@ -1,37 +1,49 @@
-"""The web app's approvals through HTTP: signed link pages, 403s, the JSON error envelope."""
+"""The web app's approvals through HTTP: signed link pages, 403s, the JSON error envelope.
+
+Every test runs on memory, SQLite and PostgreSQL: the app gets a store of its
+own from ``store_factory`` (its lifespan closes it), the test's ``rt`` another.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+import jwt as pyjwt
 
-from durable_flow import END, Blackboard, MemoryStore, Principal, Runtime, WorkflowBuilder
+from durable_flow import END, Blackboard, Principal, Runtime, WorkflowBuilder
+from durable_flow.model._clock import utcnow
 from durable_flow.runtime._links import LinkSigner
 from durable_flow.runtime._users import Users
 from durable_flow.store._outbox_rows import UserRow
+from durable_flow.store._protocols import CheckpointStore
 from durable_flow.ui import create_app
+from durable_flow.ui._bearer import JwtVerifier
 
 SECRET = "link-s3cret"
+JWT_KEY = "jwt-key-0123456789abcdef0123456789abcdef"
+ADMIN = {"authorization": "Bearer admin-token-1"}
+Stores = Callable[[], CheckpointStore]
 
 
 class Expense(Blackboard):
     approved: bool | None = None
 
 
-def flow() -> Any:
+def flow(**request: Any) -> Any:
     b = WorkflowBuilder("expense", state=Expense)
+    asks = request or {"roles": ["finance"]}
 
     @b.node()
     async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
         payload = {"question": "Approve 40 EUR for a taxi?", "amount": 40, "claimant": "alice"}
-        return {"approved": await ctx.request(payload, bool, roles=["finance"])}
+        return {"approved": await ctx.request(payload, bool, **asks)}
 
     b.set_entry("approve")
     b.add_edge("approve", END)
@@ -39,18 +51,23 @@ def flow() -> Any:
 
 
 @asynccontextmanager
-async def app_on(store: MemoryStore) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(store, token="admin-token-1", link_secret=SECRET)
+async def app_on(store: CheckpointStore, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(store, token="admin-token-1", link_secret=SECRET, **options)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as c:
             yield c
 
 
-async def waiting(store: MemoryStore) -> tuple[Runtime, str, str]:
-    rt = Runtime(store)
-    result = await rt.run(flow(), {})
-    return rt, result.run_id, result.pending_requests[0].id
+def bearer(sub: str, *roles: str) -> dict[str, str]:
+    """The header of a JWT naming ``sub`` with ``roles`` (signed with :data:`JWT_KEY`)."""
+    token = pyjwt.encode({"sub": sub, "roles": list(roles)}, JWT_KEY, algorithm="HS256")
+    return {"authorization": f"Bearer {token}"}
+
+
+async def waiting(rt: Runtime, **request: Any) -> tuple[str, str]:
+    result = await rt.run(flow(**request), {})
+    return result.run_id, result.pending_requests[0].id
 
 
 def path_of(url: str) -> str:
@@ -67,12 +84,11 @@ async def post_answer(client: httpx.AsyncClient, page: httpx.Response, url: str,
         "csrf_token": csrf.group(1), "token": token.group(1), "answer": value})
 
 
-async def test_a_link_answers_once_without_a_login() -> None:
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
-    await store.add_user(UserRow("fay", "x", ("finance",)))
+async def test_a_link_answers_once_without_a_login(rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
+    await rt.store.add_user(UserRow("fay", "x", ("finance",)))
     url = await rt.approval_link(run_id, rid, for_="fay", base_url="http://inbox", secret=SECRET)
-    async with app_on(store) as client:
+    async with app_on(store_factory()) as client:
         assert (await client.get("/")).status_code == 401  # the inbox needs the login
         page = await client.get(path_of(url))
         assert page.status_code == 200
@@ -85,15 +101,15 @@ async def test_a_link_answers_once_without_a_login() -> None:
     assert (decision.by, decision.via, decision.answer) == ("fay", "link", True)
 
 
-async def test_every_wrong_link_gets_a_clear_page_and_changes_nothing() -> None:
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
+async def test_every_wrong_link_gets_a_clear_page_and_changes_nothing(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
     signer = LinkSigner(SECRET)
     url = signer.url("http://inbox", run_id, rid, "fay", timedelta(days=1))
     other = signer.url("http://inbox", run_id, "other@1#0", "fay", timedelta(days=1))
     short = signer.url("http://inbox", run_id, rid, "fay", timedelta(seconds=0.05))
     await asyncio.sleep(0.1)
-    async with app_on(store) as client:
+    async with app_on(store_factory()) as client:
         altered = await client.get(path_of(url)[:-3] + "xyz")
         assert altered.status_code == 400 and "not valid" in altered.text
         foreign = await client.get(urlparse(url).path + "?" + urlparse(other).query)
@@ -107,18 +123,17 @@ async def test_every_wrong_link_gets_a_clear_page_and_changes_nothing() -> None:
     assert [p.id for p in await rt.pending_requests()] == [rid]
 
 
-async def test_the_api_refuses_another_s_request_with_403_and_its_envelope() -> None:
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
-    async with app_on(store) as client:
-        headers = {"authorization": "Bearer admin-token-1"}
-        refused = await client.post(f"/api/runs/{run_id}/respond", headers=headers,
+async def test_the_api_refuses_another_s_request_with_403_and_its_envelope(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
+    async with app_on(store_factory()) as client:
+        refused = await client.post(f"/api/runs/{run_id}/respond", headers=ADMIN,
                                     json={"responses": {rid: True}})
         assert refused.status_code == 403
         body = refused.json()
         assert (body["error"], body["request_id"]) == ("NotAuthorizedError", rid)
         malformed = await client.post(f"/api/runs/{run_id}/respond", content=b"{not json",
-                                      headers={**headers, "content-type": "application/json"})
+                                      headers={**ADMIN, "content-type": "application/json"})
         assert malformed.status_code == 422
         assert set(malformed.json()) == {"error", "message", "request_id"}
         assert malformed.json()["request_id"] is None
@@ -133,20 +148,19 @@ async def login(client: httpx.AsyncClient, name: str, password: str) -> httpx.Re
                                              "password": password, "next": "/"})
 
 
-async def test_people_log_in_see_their_tabs_and_are_refused_others_requests() -> None:
-    store = MemoryStore()
-    rt = Runtime(store)
-    users = Users(store)
+async def test_people_log_in_see_their_tabs_and_are_refused_others_requests(
+        rt: Runtime, store_factory: Stores) -> None:
+    users = Users(rt.store)
     await users.add("fay", "fay-pw", roles=["finance"])
     await users.add("bob", "bob-pw", roles=["legal"])
     mine = await rt.run(flow(), {})  # for the finance role
-    async with app_on(store) as client:
+    async with app_on(store_factory()) as client:
         assert (await login(client, "fay", "wrong")).status_code == 401
         assert (await login(client, "fay", "fay-pw")).status_code == 303
         page = await client.get("/")
         assert page.status_code == 200 and "signed in as <strong>fay</strong>" in page.text
         assert "Approve 40 EUR for a taxi?" in page.text and "role finance" in page.text
-    async with app_on(store) as client:
+    async with app_on(store_factory()) as client:
         assert (await login(client, "bob", "bob-pw")).status_code == 303
         page = await client.get("/?tab=mine")
         assert "Approve 40 EUR for a taxi?" not in page.text
@@ -158,7 +172,7 @@ async def test_people_log_in_see_their_tabs_and_are_refused_others_requests() ->
             "answer": "true"})
         assert refused.status_code == 403
     assert await rt.decisions(mine.run_id) == []
-    async with app_on(store) as client:
+    async with app_on(store_factory()) as client:
         await login(client, "fay", "fay-pw")
         page = await client.get("/")
         csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
@@ -171,50 +185,37 @@ async def test_people_log_in_see_their_tabs_and_are_refused_others_requests() ->
     assert (decision.by, decision.via) == ("fay", "ui")
 
 
-async def test_a_bearer_jwt_names_the_principal() -> None:
-    import jwt as pyjwt
-
-    from durable_flow.ui._bearer import JwtVerifier
-
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
-    app = create_app(store, token="admin-token-1", jwt=JwtVerifier("jwt-key-0123456789abcdef"
-                                                                    "0123456789abcdef",
-                                                                    public=False))
-    fay = pyjwt.encode({"sub": "fay", "roles": ["finance"]},
-                       "jwt-key-0123456789abcdef0123456789abcdef", algorithm="HS256")
-    bob = pyjwt.encode({"sub": "bob", "roles": ["legal"]},
-                       "jwt-key-0123456789abcdef0123456789abcdef", algorithm="HS256")
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as c:
-            theirs = await c.get("/api/inbox?tab=mine", headers={"authorization": f"Bearer {bob}"})
-            assert theirs.status_code == 200 and theirs.json()["requests"] == []
-            refused = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
-                                   headers={"authorization": f"Bearer {bob}"})
-            assert refused.status_code == 403
-            forged = await c.get("/api/inbox", headers={"authorization": "Bearer a.b.c"})
-            assert forged.status_code == 401
-            ok = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
-                              headers={"authorization": f"Bearer {fay}"})
-            assert ok.status_code == 200, ok.text
+async def test_a_bearer_jwt_names_the_principal(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
+    fay, bob = bearer("fay", "finance"), bearer("bob", "legal")
+    async with app_on(store_factory(), jwt=JwtVerifier(JWT_KEY, public=False)) as c:
+        theirs = await c.get("/api/inbox?tab=mine", headers=bob)
+        assert theirs.status_code == 200 and theirs.json()["requests"] == []
+        refused = await c.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
+                               headers=bob)
+        assert refused.status_code == 403
+        forged = await c.get("/api/inbox", headers={"authorization": "Bearer a.b.c"})
+        assert forged.status_code == 401
+        ok = await c.post(f"/api/runs/{run_id}/respond", headers=fay,
+                          json={"responses": {rid: True}, "comment": "receipt attached"})
+        assert ok.status_code == 200, ok.text
     (decision,) = await rt.decisions(run_id)
-    assert (decision.by, decision.via) == ("fay", "api")
+    assert (decision.by, decision.via, decision.comment) == ("fay", "api", "receipt attached")
 
 
-async def test_the_run_page_shows_decisions_and_the_admin_reassigns() -> None:
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
-    async with app_on(store) as client:
-        headers = {"authorization": "Bearer admin-token-1"}
-        page = await client.get(f"/runs/{run_id}", headers=headers)
+async def test_the_run_page_shows_decisions_and_the_admin_reassigns(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
+    async with app_on(store_factory()) as client:
+        page = await client.get(f"/runs/{run_id}", headers=ADMIN)
         csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
         assert csrf and "Reassign" in page.text
-        moved = await client.post(f"/runs/{run_id}/reassign", headers=headers, data={
+        moved = await client.post(f"/runs/{run_id}/reassign", headers=ADMIN, data={
             "csrf_token": csrf.group(1), "request_id": rid, "assignees": "carol, dan",
             "roles": ""})
         assert moved.status_code == 303
-        page = await client.get(f"/runs/{run_id}", headers=headers)
+        page = await client.get(f"/runs/{run_id}", headers=ADMIN)
         assert "<h2>Decisions</h2>" in page.text and 'data-kind="reassign"' in page.text
     (pending,) = await rt.pending_requests()
     assert pending.assignees == ("carol", "dan") and pending.roles == ()
@@ -222,19 +223,86 @@ async def test_the_run_page_shows_decisions_and_the_admin_reassigns() -> None:
     assert (decision.kind, decision.by) == ("reassign", "admin")
 
 
-async def test_the_api_carries_titles_assignees_and_decisions() -> None:
-    store = MemoryStore()
-    rt, run_id, rid = await waiting(store)
+async def test_the_api_carries_titles_assignees_and_decisions(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
     await rt.respond(run_id, {rid: True}, by=Principal("fay", ("finance",)), comment="ok")
     second = await rt.run(flow(), {})
-    async with app_on(store) as client:
-        headers = {"authorization": "Bearer admin-token-1"}
-        (req,) = (await client.get("/api/inbox", headers=headers)).json()["requests"]
+    async with app_on(store_factory()) as client:
+        (req,) = (await client.get("/api/inbox", headers=ADMIN)).json()["requests"]
         assert (req["run_id"], req["title"], req["roles"], req["assignees"], req["escalated"]) \
             == (second.run_id, "Approve 40 EUR for a taxi?", ["finance"], [], False)
-        (decision,) = (await client.get(f"/api/runs/{run_id}/decisions", headers=headers)).json()
+        (decision,) = (await client.get(f"/api/runs/{run_id}/decisions", headers=ADMIN)).json()
         assert (decision["kind"], decision["by"], decision["via"], decision["comment"]) == (
             "answer", "fay", "api", "ok")
-        missing = await client.get("/api/runs/nope/decisions", headers=headers)
+        missing = await client.get("/api/runs/nope/decisions", headers=ADMIN)
         assert missing.status_code == 404 and set(missing.json()) == {"error", "message",
                                                                       "request_id"}
+
+
+async def test_the_api_reassigns_for_the_admin_only_and_records_it(
+        rt: Runtime, store_factory: Stores) -> None:
+    run_id, rid = await waiting(rt)
+    to_carol = {"request_id": rid, "assignees": ["carol"], "roles": []}
+    async with app_on(store_factory(), jwt=JwtVerifier(JWT_KEY, public=False)) as client:
+        refused = await client.post(f"/api/runs/{run_id}/reassign", json=to_carol,
+                                    headers=bearer("fay", "finance"))
+        assert refused.status_code == 403, refused.text
+        assert (refused.json()["error"], refused.json()["request_id"]) == ("NotAuthorizedError",
+                                                                           rid)
+        assert await rt.decisions(run_id) == []
+        nobody = await client.post(f"/api/runs/{run_id}/reassign", headers=ADMIN,
+                                   json={"request_id": rid})
+        assert nobody.status_code == 422 and nobody.json()["error"] == "InvalidInputError"
+        moved = await client.post(f"/api/runs/{run_id}/reassign", json=to_carol, headers=ADMIN)
+        assert moved.status_code == 200, moved.text
+        assert (moved.json()["id"], moved.json()["assignees"], moved.json()["roles"]) == (
+            rid, ["carol"], [])
+        (decision,) = (await client.get(f"/api/runs/{run_id}/decisions", headers=ADMIN)).json()
+        assert (decision["kind"], decision["by"], decision["answer"]) == (
+            "reassign", "admin", {"assignees": ["carol"], "roles": []})
+        taken = await client.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
+                                  headers=bearer("fay", "finance"))
+        assert taken.status_code == 403  # only carol may answer now
+        gone = await client.post(f"/api/runs/{run_id}/reassign", headers=ADMIN,
+                                 json={**to_carol, "request_id": "nope@1#0"})
+        assert gone.status_code == 409 and gone.json()["request_id"] == "nope@1#0"
+    assert [n.kind for n in await rt.store.notifications(run_id)] == ["opened", "reassigned"]
+    (pending,) = await rt.pending_requests()
+    assert (pending.assignees, pending.roles) == (("carol",), ())
+
+
+async def past_deadline(rt: Runtime, window: float) -> tuple[Any, str, str]:
+    """A run whose request (for fay, escalating to the managers) is past its deadline."""
+    wf = flow(assignees=["fay"], timeout=timedelta(seconds=window), escalate_to=["role:manager"])
+    result = await rt.run(wf, {})
+    (pending,) = result.pending_requests
+    assert pending.expires_at is not None
+    await asyncio.sleep(max(0.0, (pending.expires_at - utcnow()).total_seconds()) + 0.05)
+    return wf, result.run_id, pending.id
+
+
+async def test_the_first_people_see_and_answer_a_late_request_until_it_escalates(
+        rt: Runtime, store_factory: Stores) -> None:
+    _, late, late_rid = await past_deadline(rt, 0.3)
+    wf, moved, moved_rid = await past_deadline(rt, 0.3)
+    await rt.resume(wf, moved)  # its escalation is recorded (a worker would do this)
+    fay, mia = bearer("fay"), bearer("mia", "manager")
+    async with app_on(store_factory(), jwt=JwtVerifier(JWT_KEY, public=False)) as client:
+        mine = (await client.get("/api/inbox?tab=mine", headers=fay)).json()["requests"]
+        assert [(r["run_id"], r["escalated"]) for r in mine] == [(late, False)]
+        page = await client.get("/?tab=mine", headers=fay)
+        assert page.status_code == 200 and late in page.text and moved not in page.text
+        theirs = (await client.get("/api/inbox?tab=mine", headers=mia)).json()["requests"]
+        assert [(r["run_id"], r["roles"], r["escalated"]) for r in theirs] == [
+            (moved, ["manager"], True)]
+        refused = await client.post(f"/api/runs/{moved}/respond", headers=fay,
+                                    json={"responses": {moved_rid: True}})
+        assert refused.status_code == 403
+        answered = await client.post(f"/api/runs/{late}/respond", headers=fay,
+                                     json={"responses": {late_rid: True}})
+        assert answered.status_code == 200, answered.text
+        assert (await client.get("/api/inbox?tab=mine", headers=fay)).json()["requests"] == []
+    (decision,) = await rt.decisions(late)
+    assert (decision.kind, decision.by, decision.via) == ("answer", "fay", "api")
+    assert [d.kind for d in await rt.decisions(moved)] == ["escalation"]

@@ -62,6 +62,13 @@ class ApprovalQueries:
         self.out_done = c(update(out).where(*_where(out, "id")).values(delivered_at=bindparam("now")))
         self.out_retry = c(update(out).where(*_where(out, "id")).values(
             attempts=out.c.attempts + 1, due_at=bindparam("due"), last_error=bindparam("error")))
+        # delivered long enough ago, and about a request no longer open (a notice
+        # about an open request stays: writing it again must keep the one delivered)
+        still_open = select(literal_column("1")).select_from(reqs).where(
+            reqs.c.run_id == out.c.run_id, reqs.c.request_id == out.c.request_id,
+            reqs.c.answer.is_(None)).exists()
+        self.out_prune = c(delete(out).where(out.c.delivered_at.is_not(None),
+                                             out.c.delivered_at < bindparam("before"), ~still_open))
         self.out_list = c(select(out).where(*_where(out, "run_id")).order_by(out.c.created_at, out.c.id))
         self.user_insert = c(d.insert(users).values(_binds(users)))
         self.user_get = c(select(users).where(*_where(users, "name")))

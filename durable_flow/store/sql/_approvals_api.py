@@ -6,6 +6,7 @@ one transaction of :mod:`~durable_flow.store.sql._outbox`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from ._outbox import (
     notice_done_tx,
     notice_failed_tx,
     notices_of_tx,
+    prune_notices_tx,
     reassign_tx,
     remove_user_tx,
     set_roles_tx,
@@ -65,6 +67,11 @@ class SqlApprovals:
     async def notification_failed(self, notice: NotificationRow, error: str) -> None:
         """Put a notification off after a failed delivery."""
         await self.driver.run(partial(notice_failed_tx, self._q, notice, error), write=True)
+
+    async def prune_notifications(self, delivered_before: datetime) -> int:
+        """Delete delivered notifications of requests no longer open; how many."""
+        return await self.driver.run(partial(prune_notices_tx, self._q, delivered_before),
+                                     write=True)
 
     async def notifications(self, run_id: str) -> list[NotificationRow]:
         """A run's notifications, oldest first."""

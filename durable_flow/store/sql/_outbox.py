@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_user_tx", "answer_by_policy_tx", "deadlines_tx", "due_notices_tx", "get_user_tx",
     "list_users_tx", "notice_done_tx", "notice_failed_tx", "notices_of_tx", "notices_tx", "opened_tx",
-    "reassign_tx", "remove_user_tx", "set_roles_tx",
+    "prune_notices_tx", "reassign_tx", "remove_user_tx", "set_roles_tx",
 ]
 
 
@@ -131,6 +131,11 @@ def notice_failed_tx(q: Queries, notice: NotificationRow, error: str) -> Tx[None
     """Put a notification off after a failed delivery (backoff by its attempts)."""
     due = utcnow() + retry_delay(notice.attempts + 1)
     yield from execute(approvals_of(q).out_retry, id=notice.id, due=t.to_us(due), error=error)
+
+
+def prune_notices_tx(q: Queries, before: datetime) -> Tx[int]:
+    """Delete notifications delivered before ``before`` whose request is no longer open."""
+    return (yield from execute(approvals_of(q).out_prune, before=t.to_us(before)))
 
 
 def notices_of_tx(q: Queries, run_id: str) -> Tx[list[NotificationRow]]:

@@ -16,6 +16,7 @@ from .._protocols import (
     RequestRow,
     TaskWrite,
 )
+from .._rows import answerable_now
 from . import _codec as t
 from ._ops import Fetch, Row, Tx, fetch, fetch_each
 
@@ -119,18 +120,31 @@ def get_requests_tx(
 
 def pending_requests_tx(q: Queries, workflow_name: str | None, limit: int | None,
                         after: InboxCursor | None) -> Tx[list[RequestRow]]:
-    """Open requests to people whose deadline is ahead, oldest first; a page of them.
+    """Open requests a person can answer now, oldest first; a page of them.
 
-    A page holds at most ``limit`` rows ordered after the cursor ``after``.
+    Those are the requests whose deadline (if any) is ahead, and those past it
+    that escalate and were not escalated yet: until the escalation is
+    recorded their first people may still answer. A page holds at most
+    ``limit`` rows ordered after the cursor ``after``.
 
     The inbox can hold tens of thousands of rows, so they are built from the
     raw tuples (no dict per row), and a page is a range of the open-requests
-    index (a row-value comparison), never an offset.
+    index (a row-value comparison), never an offset. The statement tells an
+    escalating approval by its bytes; each late row is checked again here
+    (``answerable_now``), and should one be dropped the next rows fill the page.
     """
-    stmt = q.req_inbox[(workflow_name is not None, after is not None, limit is not None)]
-    created, run_id, request_id = after if after is not None else (None, None, None)
-    rows: list[Row] = yield Fetch(stmt, stmt.bind({
-        "workflow_name": workflow_name, "limit": limit, "after_run": run_id,
-        "after_created": None if created is None else t.to_us(created), "after_id": request_id,
-        "now": t.to_us(utcnow())}))
-    return t.requests_from_tuples(stmt.columns, rows)
+    now = utcnow()
+    kept: list[RequestRow] = []
+    while True:
+        stmt = q.req_inbox[(workflow_name is not None, after is not None, limit is not None)]
+        created, run_id, request_id = after if after is not None else (None, None, None)
+        rows: list[Row] = yield Fetch(stmt, stmt.bind({
+            "workflow_name": workflow_name, "limit": limit, "after_run": run_id,
+            "after_created": None if created is None else t.to_us(created),
+            "after_id": request_id, "now": t.to_us(now)}))
+        found = t.requests_from_tuples(stmt.columns, rows)
+        kept.extend(r for r in found if answerable_now(r, now))
+        if limit is None or len(found) < limit or len(kept) >= limit:
+            return kept[:limit] if limit is not None else kept
+        last = found[-1]
+        after = (last.created_at, last.run_id, last.id)

@@ -31,6 +31,7 @@ from sqlalchemy import (
     literal_column,
     select,
     tuple_,
+    type_coerce,
     union_all,
     update,
 )
@@ -350,9 +351,11 @@ class Queries:
             reqs.c.created_at, reqs.c.request_id)
         self.req_list = {k: c(s) for k, s in _variants(
             listing, [is_open, *_where(reqs, "checkpoint_id")]).items()}
-        # the inbox: open requests to people whose deadline (if any) is ahead
+        # the inbox: open requests to people whose deadline (if any) is ahead, and
+        # those past it that escalate and were not escalated yet
         inbox = select(reqs).where(is_open, reqs.c.kind == "request", reqs.c.expires_at.is_(None)
-                                   | (reqs.c.expires_at > bindparam("now"))).order_by(
+                                   | (reqs.c.expires_at > bindparam("now"))
+                                   | _escalation_due(d, reqs.c.approval)).order_by(
             reqs.c.created_at, reqs.c.run_id, reqs.c.request_id)
         after = tuple_(reqs.c.created_at, reqs.c.run_id, reqs.c.request_id) > tuple_(
             bindparam("after_created", type_=BigInteger), bindparam("after_run", type_=String),
@@ -369,6 +372,23 @@ class Queries:
 _JOINED = ("'\\x5b'::bytea || coalesce(string_agg(substring(every.data from 2 for "
            "length(every.data) - 2), '\\x2c'::bytea ORDER BY every.seq) FILTER (WHERE "
            "length(every.data) > 2), ''::bytea) || '\\x5d'::bytea")
+
+
+def _escalation_due(d: SqlDialect, approval: ColumnElement[Any]) -> ColumnElement[bool]:
+    """An approval (``Approval.encode``'s compact JSON) with ``escalate_to`` not yet escalated.
+
+    Matched in its bytes (PostgreSQL's LIKE takes bytea; SQLite's matches a
+    blob only once it is cast to text): a quote inside a JSON string is
+    escaped, so these keys with their values appear only as the approval's
+    own fields. ``pending_requests_tx`` checks each row again with
+    :func:`~durable_flow.store._rows.escalation_due`.
+    """
+    if d.dialect.name == "sqlite":
+        text: ColumnElement[Any] = sql_cast(approval, String)
+    else:
+        text = type_coerce(approval, String)  # no cast is written: LIKE on bytea
+    return text.like(literal_column("""'%"escalated":false%'""")) & text.not_like(
+        literal_column("""'%"escalate_to":[]%'"""))
 
 
 def _byte(hex_digits: str) -> ColumnElement[Any]:
