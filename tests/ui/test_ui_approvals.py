@@ -318,7 +318,8 @@ async def past_deadline(rt: Runtime, window: float) -> tuple[Any, str, str]:
 async def test_the_first_people_see_and_answer_a_late_request_until_it_escalates(
         rt: Runtime, store_factory: Stores) -> None:
     _, late, late_rid = await past_deadline(rt, 0.3)
-    wf, moved, moved_rid = await past_deadline(rt, 0.3)
+    # the escalated request gets a deadline as far off as its first: far enough for mia to see it
+    wf, moved, moved_rid = await past_deadline(rt, 2.0)
     await rt.resume(wf, moved)  # its escalation is recorded (a worker would do this)
     fay, mia = bearer("fay"), bearer("mia", "manager")
     async with app_on(store_factory(), jwt=JwtVerifier(JWT_KEY, public=False)) as client:
