@@ -1,4 +1,4 @@
-"""``db prune --dry-run`` and giving pruned space back to the file system."""
+"""``db prune``: its dry run, the delivered notifications it removes, and giving space back."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..store._retention import Key, Scanned, doomed
 from ._db import parse_db
 from ._support import CliError
 
-__all__ = ["plan_prune", "reclaim_disk"]
+__all__ = ["plan_prune", "prune_notices", "reclaim_disk"]
 
 
 async def plan_prune(rt: Runtime, run_id: str | None, keep_last: int | None,
@@ -34,6 +34,24 @@ async def plan_prune(rt: Runtime, run_id: str | None, keep_last: int | None,
     open_at = {(r.run_id, r.checkpoint_id) for r in await rt.store.pending_requests()
                if run_id is None or r.run_id == run_id}
     return len(doomed(threads, open_at, keep_last))
+
+
+async def prune_notices(rt: Runtime, older_than: timedelta, *, dry_run: bool = False) -> int:
+    """Remove (or, with ``dry_run``, count) delivered notifications older than ``older_than``.
+
+    The store's rule (``CheckpointStore.prune_notifications``): a notification
+    not delivered yet is never removed, nor one about a request still open.
+    """
+    cutoff = utcnow() - older_than
+    if not dry_run:
+        return await rt.store.prune_notifications(cutoff)
+    count = 0
+    for run in await rt.list_runs():
+        still_open = {r.id for r in await rt.store.get_requests(run.run_id, open_only=True)}
+        count += sum(1 for n in await rt.store.notifications(run.run_id)
+                     if n.delivered_at is not None and n.delivered_at < cutoff
+                     and n.request_id not in still_open)
+    return count
 
 
 def reclaim_disk(db: str) -> tuple[int, int] | None:

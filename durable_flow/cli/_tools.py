@@ -16,7 +16,7 @@ from ..model._graph import Workflow
 from ._db import display_db, find_run, opened
 from ._options import DiagramFormat, JsonOpt, RegistryOpt, TargetArg
 from ._output import byte_size, emit_json, make_console
-from ._prune import plan_prune, reclaim_disk
+from ._prune import plan_prune, prune_notices, reclaim_disk
 from ._support import fail, options
 from ._targets import load_file, load_target
 
@@ -109,7 +109,8 @@ def prune(
         help="Keep this many newest checkpoints of each run and sub-workflow.")] = None,
     older_than_days: Annotated[float | None, typer.Option(
         "--older-than-days", min=0, show_default=False,
-        help="Only remove checkpoints older than this many days.")] = None,
+        help="Only remove checkpoints older than this many days; delivered "
+             "notifications older than that go too (not with --run).")] = None,
     run_id: Annotated[str | None, typer.Option(
         "--run", metavar="RUN", show_default=False, help="Only this run.")] = None,
     dry_run: Annotated[bool, typer.Option(
@@ -122,6 +123,10 @@ def prune(
 ) -> None:
     """Remove old checkpoints; never a head, a pending request or data a kept one needs.
 
+    With --older-than-days (and no --run) it also removes the notifications
+    delivered before that cut-off; never one not delivered yet, nor one about
+    a request still open.
+
     On SQLite the file then shrinks (VACUUM; --no-vacuum skips it, and the
     freed pages are reused by later runs instead). PostgreSQL reclaims the
     space itself (autovacuum).
@@ -130,23 +135,32 @@ def prune(
     if keep_last is None and older_than_days is None:
         fail("db prune needs --keep-last N, --older-than-days D, or both")
     older = timedelta(days=older_than_days) if older_than_days is not None else None
+    # notifications are the whole store's: a prune of one run leaves them alone
+    notices_too = older is not None and run_id is None
 
-    async def go() -> int:
+    async def go() -> tuple[int, int]:
         async with opened(opts) as rt:
             if run_id is not None:
                 await find_run(rt, run_id)
             if dry_run:
-                return await plan_prune(rt, run_id, keep_last, older)
-            return await rt.prune(run_id, keep_last=keep_last, older_than=older)
+                removed = await plan_prune(rt, run_id, keep_last, older)
+            else:
+                removed = await rt.prune(run_id, keep_last=keep_last, older_than=older)
+            notices = await prune_notices(rt, older, dry_run=dry_run) \
+                if notices_too and older is not None else 0
+            return removed, notices
 
-    removed = asyncio.run(go())
-    disk = reclaim_disk(opts.db) if vacuum and not dry_run and removed else None
+    removed, notices = asyncio.run(go())
+    disk = reclaim_disk(opts.db) if vacuum and not dry_run and (removed or notices) else None
     if as_json:
         emit_json({"removed": removed, "dry_run": dry_run,
+                   **({"notifications": notices} if notices_too else {}),
                    **({"bytes_before": disk[0], "bytes_after": disk[1]} if disk else {})})
         return
     verb = "would remove" if dry_run else "removed"
     line = f"{verb} {removed} checkpoint(s)"
+    if notices_too:
+        line += f" and {notices} delivered notification(s)"
     if disk is not None:
         line += f"; {display_db(opts.db)}: {byte_size(disk[0])} → {byte_size(disk[1])}"
     make_console().print(Text(line), soft_wrap=True)

@@ -3,9 +3,9 @@
 It needs no login: the token (``durable-flow link``, ``Runtime.approval_link``)
 names the one request and the principal who answers it, signed with the
 app's secret (``DURABLE_FLOW_SECRET``). The answer is recorded ``by`` that
-principal ``via="link"``. A link works once (its request is answered by
-then); an expired, used, altered or foreign link gets a clear page, and
-nothing changes.
+principal ``via="link"``, with the form's optional comment. A link works
+once (its request is answered by then); an expired, used, altered or
+foreign link gets a clear page, and nothing changes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..model._records import PendingRequest
 from ..runtime._links import LinkGrant, LinkSigner
 from ._api import service
 from ._forms import build_form, read_answer
-from ._pages import CsrfError, RequestCard, render
+from ._pages import CsrfError, RequestCard, read_comment, render
 from ._service import UiService
 
 __all__ = ["router"]
@@ -58,9 +58,10 @@ async def approve(request: Request, svc: Service, run_id: str, request_id: str) 
         return checked
     pending, grant = checked
     value, errors = read_answer(pending.response_schema, raw)
+    comment = read_comment(raw)
     if not errors:
         try:
-            info = await svc.runtime.respond(run_id, {request_id: value},
+            info = await svc.runtime.respond(run_id, {request_id: value}, comment=comment,
                                              by=await _principal(svc, grant), via="link")
         except NotAuthorizedError:
             return _problem(request, "refused", "This request is not assigned to "
@@ -72,7 +73,8 @@ async def approve(request: Request, svc: Service, run_id: str, request_id: str) 
         else:
             return render(request, "approve.html", {
                 "card": RequestCard(pending, None, answered=info), "grant": grant, "token": ""})
-    card = RequestCard(pending, build_form(pending.response_schema, raw, errors))
+    card = RequestCard(pending, build_form(pending.response_schema, raw, errors),
+                       comment=comment or "")
     return render(request, "approve.html", {"card": card, "grant": grant, "token": token},
                   status=422)
 

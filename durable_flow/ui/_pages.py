@@ -8,6 +8,7 @@ post, without JavaScript, gets a redirect or a whole page instead).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -24,7 +25,10 @@ from ._security import CSRF_FIELD, SESSION_COOKIE, USER_COOKIE, Security
 from ._service import UiService
 from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at, visible
 
-__all__ = ["CsrfError", "RequestCard", "render", "router"]
+__all__ = ["COMMENT_FIELD", "CsrfError", "RequestCard", "read_comment", "render", "router"]
+
+COMMENT_FIELD = "comment"
+"""The answer forms' optional comment, recorded with the decision (answer fields are ``answer...``)."""
 
 Service = Annotated[UiService, Depends(service)]
 PAGE = 50
@@ -43,6 +47,8 @@ class RequestCard:
     form: Form | None
     answered: RunInfo | None = None
     continues_here: bool = False
+    comment: str = ""
+    """The comment typed in the form (shown again when the form comes back with problems)."""
 
     @property
     def dom_id(self) -> str:
@@ -55,11 +61,18 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     """A template with what every page needs (the CSRF token, whether to offer log out)."""
     security: Security = request.app.state.security
     base = {"csrf_field": CSRF_FIELD, "csrf_token": security.csrf_token(request),
+            "comment_field": COMMENT_FIELD,
             "logged_in": getattr(request.state, "auth", None) in ("cookie", "user"),
             "has_deadlines": "expires_at" in PendingRequest.__dataclass_fields__}
     response: Response = request.app.state.templates.TemplateResponse(
         request, name, {**base, **context}, status_code=status)
     return response
+
+
+def read_comment(raw: Mapping[str, list[str]]) -> str | None:
+    """The optional comment of an answer form (``comment``); None when left empty."""
+    text = (raw.get(COMMENT_FIELD) or [""])[-1].strip()
+    return text or None
 
 
 def _is_htmx(request: Request) -> bool:
@@ -123,9 +136,11 @@ async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[s
     A request that is not ``person``'s raises ``NotAuthorizedError`` (a 403 page).
     """
     value, errors = read_answer(pending.response_schema, raw)
+    comment = read_comment(raw)
     if not errors:
         try:
-            info = await svc.respond(pending.run_id, {pending.id: value}, by=person, via="ui")
+            info = await svc.respond(pending.run_id, {pending.id: value}, by=person, via="ui",
+                                     comment=comment)
         except NotAuthorizedError:
             raise
         except InvalidResponseError as exc:
@@ -135,7 +150,8 @@ async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[s
         else:
             here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
             return RequestCard(pending, None, answered=info, continues_here=here)
-    return RequestCard(pending, build_form(pending.response_schema, raw, errors))
+    return RequestCard(pending, build_form(pending.response_schema, raw, errors),
+                       comment=comment or "")
 
 
 # -- runs -----------------------------------------------------------------------------------------

@@ -64,3 +64,65 @@ def test_prune_gives_the_space_back_to_the_file_system(db: Path) -> None:
     assert db.stat().st_size <= data["bytes_after"]
     text = ok(cli(db, "db", "prune", "--keep-last", "1")).stdout
     assert "removed 0 checkpoint(s)" in text
+
+
+async def _three_notices(rt: Runtime) -> tuple[str, str, str]:
+    """Runs whose notification is: delivered and answered, delivered and open, unsent and answered."""
+    from notifykit import Recorder
+    from runtime.test_outbox import flow
+
+    from durable_flow.runtime._outbox import Outbox
+
+    gone, still_open = [await rt.run(flow(), {}) for _ in range(2)]
+    assert await Outbox(rt.store, [Recorder()]).deliver_due() == 2
+    unsent = await rt.run(flow(), {})
+    for answered in (gone, unsent):
+        await rt.respond(answered.run_id, {answered.pending_requests[0].id: True},
+                         by="alice@example.com")
+    return gone.run_id, still_open.run_id, unsent.run_id
+
+
+async def test_delivered_notifications_of_closed_requests_go_and_the_dry_run_counts_them(
+        rt: Runtime) -> None:
+    from datetime import timedelta
+
+    from durable_flow.cli._prune import prune_notices
+
+    gone, still_open, unsent = await _three_notices(rt)
+    assert await prune_notices(rt, timedelta(days=1)) == 0  # delivered too recently
+    assert await prune_notices(rt, timedelta(0), dry_run=True) == 1
+    assert len(await rt.store.notifications(gone)) == 1  # the dry run changed nothing
+    assert await prune_notices(rt, timedelta(0)) == 1
+    assert await rt.store.notifications(gone) == []
+    (kept,) = await rt.store.notifications(still_open)
+    assert kept.delivered_at is not None
+    (waiting,) = await rt.store.notifications(unsent)
+    assert waiting.delivered_at is None
+    assert await prune_notices(rt, timedelta(0), dry_run=True) == 0
+
+
+def test_db_prune_removes_delivered_notifications_older_than_its_cut_off(db: Path) -> None:
+    async def setup() -> tuple[str, str, str]:
+        async with Runtime(SqliteStore(db)) as rt:
+            return await _three_notices(rt)
+
+    async def notices(run_id: str) -> list[Any]:
+        async with Runtime(SqliteStore(db)) as rt:
+            return await rt.store.notifications(run_id)
+
+    gone, still_open, unsent = asyncio.run(setup())
+    assert "notifications" not in as_json(cli(db, "db", "prune", "--keep-last", "1", "--json"))
+    recent = as_json(cli(db, "db", "prune", "--older-than-days", "1", "--json"))
+    assert recent["notifications"] == 0
+    dry = as_json(cli(db, "db", "prune", "--older-than-days", "0", "--dry-run", "--json"))
+    assert (dry["dry_run"], dry["notifications"]) == (True, 1)
+    one_run = as_json(cli(db, "db", "prune", "--older-than-days", "0", "--run", gone, "--json"))
+    assert "notifications" not in one_run  # they are the whole store's, not one run's
+    assert len(asyncio.run(notices(gone))) == 1
+    text = ok(cli(db, "db", "prune", "--older-than-days", "0")).stdout
+    assert "and 1 delivered notification(s)" in text
+    assert asyncio.run(notices(gone)) == []
+    assert [n.delivered_at is not None for n in asyncio.run(notices(still_open))] == [True]
+    assert [n.delivered_at is not None for n in asyncio.run(notices(unsent))] == [False]
+    help_text = ok(cli(db, "db", "prune", "--help")).stdout
+    assert "delivered" in help_text and "notification" in help_text

@@ -76,12 +76,12 @@ def path_of(url: str) -> str:
 
 
 async def post_answer(client: httpx.AsyncClient, page: httpx.Response, url: str,
-                      value: str) -> httpx.Response:
+                      value: str, **more: str) -> httpx.Response:
     csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
     token = re.search(r'name="token" value="([^"]+)"', page.text)
     assert csrf and token, page.text
     return await client.post(urlparse(url).path, data={
-        "csrf_token": csrf.group(1), "token": token.group(1), "answer": value})
+        "csrf_token": csrf.group(1), "token": token.group(1), "answer": value, **more})
 
 
 async def test_a_link_answers_once_without_a_login(rt: Runtime, store_factory: Stores) -> None:
@@ -185,6 +185,39 @@ async def test_people_log_in_see_their_tabs_and_are_refused_others_requests(
     assert (decision.by, decision.via) == ("fay", "ui")
 
 
+async def test_the_answer_forms_record_a_comment_shown_on_the_run_page(
+        rt: Runtime, store_factory: Stores) -> None:
+    await Users(rt.store).add("fay", "fay-pw", roles=["finance"])
+    by_link, by_inbox, silent = [await waiting(rt) for _ in range(3)]
+    url = await rt.approval_link(*by_link, for_="fay", base_url="http://inbox", secret=SECRET)
+    async with app_on(store_factory()) as client:
+        page = await client.get(path_of(url))
+        assert '<textarea' in page.text and 'name="comment"' in page.text
+        wrong = await post_answer(client, page, url, "maybe", comment="taxi <b>receipt</b>")
+        assert wrong.status_code == 422  # the comment comes back with the problem, escaped
+        assert ">taxi &lt;b&gt;receipt&lt;/b&gt;</textarea>" in wrong.text
+        done = await post_answer(client, page, url, "true", comment="  taxi receipt  ")
+        assert done.status_code == 200 and "your answer is recorded" in done.text
+    async with app_on(store_factory()) as client:
+        await login(client, "fay", "fay-pw")
+        page = await client.get("/")
+        assert page.text.count('name="comment"') == 2  # one per open request
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+        assert csrf
+        for (run_id, rid), comment in ((by_inbox, "within budget\nsecond line"), (silent, " ")):
+            done = await client.post("/respond", data={
+                "csrf_token": csrf.group(1), "run_id": run_id, "request_id": rid,
+                "answer": "true", "comment": comment})
+            assert done.status_code == 303
+    decided = {run: (await rt.decisions(run))[0] for run, _ in (by_link, by_inbox, silent)}
+    assert [(d.by, d.via, d.comment) for d in decided.values()] == [
+        ("fay", "link", "taxi receipt"), ("fay", "ui", "within budget\nsecond line"),
+        ("fay", "ui", None)]
+    async with app_on(store_factory()) as client:
+        page = await client.get(f"/runs/{by_inbox[0]}", headers=ADMIN)
+        assert "<td>within budget\nsecond line</td>" in page.text
+
+
 async def test_a_bearer_jwt_names_the_principal(
         rt: Runtime, store_factory: Stores) -> None:
     run_id, rid = await waiting(rt)
@@ -285,7 +318,8 @@ async def past_deadline(rt: Runtime, window: float) -> tuple[Any, str, str]:
 async def test_the_first_people_see_and_answer_a_late_request_until_it_escalates(
         rt: Runtime, store_factory: Stores) -> None:
     _, late, late_rid = await past_deadline(rt, 0.3)
-    wf, moved, moved_rid = await past_deadline(rt, 0.3)
+    # the escalated request gets a deadline as far off as its first: far enough for mia to see it
+    wf, moved, moved_rid = await past_deadline(rt, 2.0)
     await rt.resume(wf, moved)  # its escalation is recorded (a worker would do this)
     fay, mia = bearer("fay"), bearer("mia", "manager")
     async with app_on(store_factory(), jwt=JwtVerifier(JWT_KEY, public=False)) as client:

@@ -3,7 +3,8 @@
 alice answers her request through a signed link without logging in; bob (of
 another role) is refused it; a deadline escalates a request to the manager
 role and mia, a manager, answers it; a policy answers a small expense without
-asking; the run pages show the decisions with who, when and via.
+asking; the run pages show the decisions with who, when, via and the comments typed
+in the answer forms.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
         alice.goto(runs["link"])
         expect(alice.locator("h1")).to_have_text("Approve 300 EUR for dora?")
         alice.get_by_label("yes").check()
+        alice.get_by_label("Comment").fill("receipt is in the mail")
         alice.get_by_role("button", name="Send answer").click()
         expect(alice.locator(".outcome")).to_contain_text("your answer is recorded")
         alice.goto(runs["link"])
@@ -98,6 +100,7 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
             mia.goto(url + "/?tab=mine")
         expect(item).to_contain_text("(escalated)")
         item.get_by_label("yes").check()
+        item.get_by_label("Comment").fill("over the limit, but agreed")
         item.get_by_role("button", name="Send answer").click()
         expect(mia.locator("article.request", has_text=runs["escalating"])).to_contain_text(
             "Answered")
@@ -114,8 +117,10 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
             audit[name] = rows.all_inner_texts()
         assert "policy" in audit["small"][0] and "policy:small" in audit["small"][0]
         assert "alice" in audit["linked"][0] and "link" in audit["linked"][0]
+        assert "receipt is in the mail" in audit["linked"][0]
         assert "escalation" in audit["escalating"][0] and "runtime" in audit["escalating"][0]
         assert "mia" in audit["escalating"][1] and "ui" in audit["escalating"][1]
+        assert "over the limit, but agreed" in audit["escalating"][1]
         # times in the viewer's zone; the title keeps UTC
         shown = admin.locator("section.decisions time").first
         assert "UTC" not in shown.inner_text() and "UTC" in (shown.get_attribute("title") or "")
