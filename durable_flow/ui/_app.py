@@ -133,6 +133,10 @@ async def _guard(request: Request, call_next: Next) -> Response:
     request.state.principal = person  # None: the admin (the token, or no token)
     if auth is None and path.startswith("/approve/"):
         auth = "link"  # the signed link is the credential (checked by the page)
+    if auth is None and path.startswith("/static/"):
+        # the app's own style sheet and scripts hold nothing private: the login
+        # page and a signed link's page are styled before anyone is known
+        auth = "public"
     if auth is None and path != "/login":
         return _unauthorized(request)
     request.state.auth = auth
