@@ -116,7 +116,7 @@ async def prepare_fork(
                 target_wf = sub.workflow
     top = copies.checkpoints[0]
     now = utcnow()
-    done = not top.meta.next_tasks
+    done = not top.meta.next_tasks and not top.meta.parked
     record = RunRecord(
         run_id=rc.run_id, workflow_name=workflow.name,
         status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
