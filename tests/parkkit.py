@@ -7,6 +7,7 @@ waits, the chain runs on; ``join`` waits for ``ask``.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -22,9 +23,17 @@ class Board(Blackboard):
     joined: bool = False
 
 
+Waiting = Callable[[Board, NodeContext], Awaitable[str]]
+
+
 def fork_join(calls: collections.Counter[str] | None = None, *, waits: str = "branch",
-              on_w2: Hook | None = None, asks: int = 1) -> Workflow:
-    """The fork-join workflow; ``on_w2`` runs inside ``w2`` (e.g. answering mid-run)."""
+              on_w2: Hook | None = None, asks: int = 1, wait: Waiting | None = None,
+              delay: float | dict[str, float] = 0.0) -> Workflow:
+    """The fork-join workflow; ``on_w2`` runs inside ``w2`` (e.g. answering mid-run).
+
+    ``wait`` replaces what ``ask`` waits for (its result is the answer);
+    ``delay`` makes each chain node take that many seconds (or by node name).
+    """
     calls = calls if calls is not None else collections.Counter()
     b = WorkflowBuilder("parking", state=Board, waits=waits)  # type: ignore[arg-type]
 
@@ -34,13 +43,17 @@ def fork_join(calls: collections.Counter[str] | None = None, *, waits: str = "br
 
     async def ask(state: Board, ctx: NodeContext) -> dict[str, Any]:
         calls["ask"] += 1
-        answers = [await ctx.request({"question": f"q{i}", "seen": list(state.log)},
-                                     response_type=str) for i in range(asks)]
+        if wait is not None:
+            answers = [await wait(state, ctx)]
+        else:
+            answers = [await ctx.request({"question": f"q{i}", "seen": list(state.log)},
+                                         response_type=str) for i in range(asks)]
         return {"answer": "+".join(answers), "log": [f"ask saw {len(state.log)}"]}
 
     def worker(name: str) -> Callable[..., Any]:
         async def work(state: Board, ctx: NodeContext) -> dict[str, Any]:
             calls[name] += 1
+            await asyncio.sleep(delay.get(name, 0.0) if isinstance(delay, dict) else delay)
             if name == "w2" and on_w2 is not None:
                 await on_w2(ctx)
             return {"log": [name]}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 
-from parkkit import fork_join
+from parkkit import Board, fork_join
 
 from durable_flow import NodeContext, ParkedTask, RunStatus, Runtime
 
@@ -87,3 +88,93 @@ async def test_respond_queues_a_waiting_run_with_only_parked_tasks_left(rt: Runt
     assert info.status is RunStatus.QUEUED
     r = await rt.resume(wf, "p6")
     assert r.status is RunStatus.COMPLETED and r.state.answer == "later"
+
+
+async def test_an_event_sent_while_other_branches_run_wakes_the_parked_task(
+        rt: Runtime) -> None:
+    async def paid(state: Board, ctx: NodeContext) -> str:
+        return str(await ctx.wait_event("paid", response_type=int))
+
+    async def send(ctx: NodeContext) -> None:
+        await rt.send_event(ctx.run_id, "paid", 5)
+
+    r = await rt.run(fork_join(wait=paid, on_w2=send), {}, run_id="e1")
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "5" and r.state.joined
+    assert list(r.state.log) == ["start", "w1", "w2", "ask saw 3", "w3", "join"]
+
+
+async def test_a_parked_event_wait_makes_the_run_wait_then_an_event_queues_it(
+        rt: Runtime) -> None:
+    async def paid(state: Board, ctx: NodeContext) -> str:
+        return str(await ctx.wait_event("paid", response_type=int))
+
+    wf = fork_join(wait=paid)
+    r = await rt.run(wf, {}, run_id="e2")
+    assert r.status is RunStatus.WAITING and list(r.state.log)[-1] == "w3"
+    snap = await rt.get_state("e2")
+    assert [(p.node, p.kind) for p in snap.parked] == [("ask", "event")]
+    await rt.send_event("e2", "paid", 7)
+    assert (await rt.get_state("e2")).status is RunStatus.QUEUED
+    r = await rt.resume(wf, "e2")
+    assert r.status is RunStatus.COMPLETED and r.state.answer == "7"
+
+
+async def test_a_timer_that_comes_due_while_other_branches_run_is_taken_at_a_barrier(
+        rt: Runtime) -> None:
+    async def nap(state: Board, ctx: NodeContext) -> str:
+        await ctx.sleep(0.3)
+        return "rested"
+
+    r = await rt.run(fork_join(wait=nap, delay=0.25), {}, run_id="t1")
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "rested" and r.state.joined
+    log = list(r.state.log)
+    # the timer came due while the chain ran: the nap finished before the chain's end
+    assert any(entry.startswith("ask saw") for entry in log[:log.index("w3")]), log
+
+
+async def test_a_parked_timer_sets_wake_at_and_a_resume_after_it_finishes(rt: Runtime) -> None:
+    async def nap(state: Board, ctx: NodeContext) -> str:
+        await ctx.sleep(0.5)
+        return "rested"
+
+    wf = fork_join(wait=nap)
+    r = await rt.run(wf, {}, run_id="t2")
+    assert r.status is RunStatus.WAITING
+    info = (await rt.list_runs())[0]
+    assert info.wake_at is not None
+    [parked] = (await rt.get_state("t2")).parked
+    assert parked.kind == "timer" and parked.wake_at == info.wake_at
+    await asyncio.sleep(0.6)
+    r = await rt.resume(wf, "t2")
+    assert r.status is RunStatus.COMPLETED and r.state.answer == "rested"
+
+
+async def test_a_parked_request_past_its_deadline_while_the_run_runs_gets_its_default(
+        rt: Runtime) -> None:
+    async def ask(state: Board, ctx: NodeContext) -> str:
+        return str(await ctx.request({"question": "ok?"}, response_type=str, timeout=0.2,
+                                     default="no answer"))
+
+    r = await rt.run(fork_join(wait=ask, delay=0.2), {}, run_id="d1")
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "no answer" and r.state.joined
+
+
+async def test_a_parked_request_escalates_at_its_deadline_while_the_run_runs(
+        rt: Runtime) -> None:
+    async def ask(state: Board, ctx: NodeContext) -> str:
+        return str(await ctx.request({"question": "ok?"}, response_type=str, timeout=1.0,
+                                     assignees=("alice",), escalate_to=("bob",)))
+
+    # w1 outlasts the deadline: the barrier after it escalates; the second deadline is ahead
+    wf = fork_join(wait=ask, delay={"w1": 1.3})
+    r = await rt.run(wf, {}, run_id="d2")
+    assert r.status is RunStatus.WAITING and list(r.state.log)[-1] == "w3"
+    [req] = r.pending_requests
+    assert req.escalated and req.assignees == ("bob",)
+    decisions = await rt.decisions("d2")
+    assert [d.kind for d in decisions] == ["escalation"]
+    r = await rt.resume(wf, "d2", responses={req.id: "fine"}, by="bob")
+    assert r.status is RunStatus.COMPLETED and r.state.answer == "fine"
