@@ -178,3 +178,14 @@ async def test_a_parked_request_escalates_at_its_deadline_while_the_run_runs(
     assert [d.kind for d in decisions] == ["escalation"]
     r = await rt.resume(wf, "d2", responses={req.id: "fine"}, by="bob")
     assert r.status is RunStatus.COMPLETED and r.state.answer == "fine"
+
+
+async def test_prune_keeps_the_anchor_of_a_parked_task_with_its_answer(rt: Runtime) -> None:
+    wf = fork_join()
+    await rt.run(wf, {}, run_id="pr1")
+    await rt.respond("pr1", {"ask@2#0": "kept"})  # answered: no open request holds the anchor
+    removed = await rt.prune("pr1", keep_last=1)
+    assert removed > 0
+    r = await rt.resume(wf, "pr1")
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "kept"  # found at its anchor, not asked again
