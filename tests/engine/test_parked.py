@@ -189,3 +189,16 @@ async def test_prune_keeps_the_anchor_of_a_parked_task_with_its_answer(rt: Runti
     r = await rt.resume(wf, "pr1")
     assert r.status is RunStatus.COMPLETED, r.error
     assert r.state.answer == "kept"  # found at its anchor, not asked again
+
+
+async def test_an_older_checkpoint_shows_what_its_parked_task_waited_for_then(
+        rt: Runtime) -> None:
+    wf = fork_join(asks=2)
+    await rt.run(wf, {}, run_id="h1")
+    r = await rt.resume(wf, "h1", responses={"ask@2#0": "a"})
+    history = await rt.history("h1")
+    then = await rt.get_state("h1", next(i for i in history if i.superstep == 4).id)
+    assert [p.waits_for for p in then.parked] == [("ask@2#0",)]
+    assert then.pending_requests == ()  # answered since: nothing to answer there
+    now = await rt.get_state("h1", r.checkpoint_id)
+    assert [p.waits_for for p in now.parked] == [("ask@2#1",)]
