@@ -136,7 +136,7 @@ async def test_a_timer_that_comes_due_while_other_branches_run_is_taken_at_a_bar
 
 async def test_a_parked_timer_sets_wake_at_and_a_resume_after_it_finishes(rt: Runtime) -> None:
     async def nap(state: Board, ctx: NodeContext) -> str:
-        await ctx.sleep(0.5)
+        await ctx.sleep(1.5)
         return "rested"
 
     wf = fork_join(wait=nap)
@@ -146,7 +146,7 @@ async def test_a_parked_timer_sets_wake_at_and_a_resume_after_it_finishes(rt: Ru
     assert info.wake_at is not None
     [parked] = (await rt.get_state("t2")).parked
     assert parked.kind == "timer" and parked.wake_at == info.wake_at
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(1.6)
     r = await rt.resume(wf, "t2")
     assert r.status is RunStatus.COMPLETED and r.state.answer == "rested"
 
