@@ -192,10 +192,12 @@ async def barrier(
     requests = [replace(q, parked=True) for r in stopped for q in r.requests]
     reopen = [rid for r in stopped for rid in r.reopen]
     park = Barrier(parked=parked, requests=requests, reopen=reopen)
-    if parked:  # answers that came while this superstep ran: the run goes on for them
-        again = await take(runner, _with_parked(st, parked), fresh=True)
+    if parking.waiting:  # answers that came while this superstep ran: the run goes on
+        # (the tasks parking now have just opened their waits: none is answered yet)
+        again = await take(runner, _with_parked(st, tuple(parking.waiting)), fresh=True)
         park.any_ready = bool(again.ready)
-        park.open_ids = again.open_ids + tuple(q.id for q in requests)
+        park.open_ids = again.open_ids
+    park.open_ids += tuple(q.id for q in requests)
     return await runner.merge(st, step, writes, park)
 
 

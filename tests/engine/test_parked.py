@@ -245,3 +245,11 @@ async def test_answering_one_of_two_parked_tasks_queues_the_run_for_that_branch(
     r = await rt.resume(wf, "two", responses={"a@2#0": "A"})
     assert r.status is RunStatus.COMPLETED and r.state.joined
     assert list(r.state.log) == ["start", "b=B", "a=A"]
+
+
+async def test_a_run_left_with_only_parked_tasks_is_saved_waiting_at_once(rt: Runtime) -> None:
+    await rt.run(two_asks(), {}, run_id="w1")
+    history = await rt.history("w1")
+    # input, start, then a and b park: the barrier that parks them saves the run waiting
+    assert [(c.superstep, c.status) for c in reversed(history)] == [
+        (0, RunStatus.RUNNING), (1, RunStatus.RUNNING), (2, RunStatus.WAITING)]
