@@ -190,3 +190,19 @@ async def test_a_sub_workflow_that_parks_inside_a_default_parent(rt: Runtime) ->
     r = await rt.resume(wf, "n3", responses={req.id: "yes"})
     assert r.status is RunStatus.COMPLETED, r.error
     assert r.state.answer == "yes" and list(r.state.log) == ["split", "note"]
+
+
+async def test_a_fork_of_a_checkpoint_with_a_parked_sub_workflow_resumes_inside_it(
+        rt: Runtime) -> None:
+    calls: collections.Counter[str] = collections.Counter()
+    wf = parent(calls)
+    r = await rt.run(wf, {}, run_id="n4")
+    fork = await rt.fork(wf, "n4", r.checkpoint_id)
+    assert fork.status is RunStatus.WAITING
+    assert [q.id for q in fork.pending_requests] == ["review@2/approve@1#0"]
+    fork = await rt.resume(wf, fork.run_id, responses={"review@2/approve@1#0": "forked"})
+    assert fork.status is RunStatus.COMPLETED, fork.error
+    assert fork.state.answer == "forked" and fork.state.joined
+    assert calls == {"start": 1, "w1": 1, "w2": 1, "join": 1}  # nothing finished ran again
+    original = await rt.get_state("n4")
+    assert original.status is RunStatus.WAITING and [p.node for p in original.parked] == ["review"]
