@@ -513,7 +513,7 @@ class ThreadRunner:
         if pause and routed.next_tasks:
             status = RunStatus.WAITING
         if park is not None:
-            status = park.status(bool(routed.next_tasks))
+            status = await park.status(bool(routed.next_tasks))
         tasks, args = stored_tasks(routed.next_tasks, routed.args)
         meta = CheckpointMeta(
             id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,

@@ -59,7 +59,10 @@ class Barrier:
     requests: Sequence[RequestRow] = ()
     reopen: Sequence[str] = ()
     open_ids: tuple[str, ...] = ()
-    any_ready: bool = False
+    # the tasks parked before this barrier, and where to look for their answers
+    before: tuple[ParkedRow, ...] = ()
+    runner: ThreadRunner | None = None
+    base: ThreadState | None = None
 
     @property
     def held(self) -> frozenset[str]:
@@ -70,11 +73,23 @@ class Barrier:
         """What the barrier's commit writes besides the checkpoint."""
         return {"requests": self.requests, "reopen": self.reopen, "parked_on": self.open_ids}
 
-    def status(self, has_next: bool) -> RunStatus:
-        """``running`` while anything can run, ``waiting`` when only parked tasks are left."""
-        if has_next or (self.parked and self.any_ready):
+    async def status(self, has_next: bool) -> RunStatus:
+        """``running`` while anything can run, ``waiting`` when only parked tasks are left.
+
+        With nothing else due, the tasks parked before this barrier are looked
+        at again: an answer that came while it ran keeps the run going. The
+        tasks parking now have just opened their waits: none is answered yet.
+        """
+        if has_next:
             return RunStatus.RUNNING
-        return RunStatus.WAITING if self.parked else RunStatus.COMPLETED
+        if not self.parked:
+            return RunStatus.COMPLETED
+        if self.before and self.runner is not None and self.base is not None:
+            again = await take(self.runner, _with_parked(self.base, self.before), fresh=True)
+            if again.ready:
+                return RunStatus.RUNNING
+            self.open_ids = again.open_ids + self.open_ids
+        return RunStatus.WAITING
 
 
 def stopped_at(meta: CheckpointMeta, resumed: bool) -> RunStatus | None:
@@ -191,13 +206,13 @@ async def barrier(
     parked = tuple(sorted([*parking.waiting, *newly], key=lambda p: TaskId.parse(p.task)))
     requests = [replace(q, parked=True) for r in stopped for q in r.requests]
     reopen = [rid for r in stopped for rid in r.reopen]
-    park = Barrier(parked=parked, requests=requests, reopen=reopen)
-    if parking.waiting:  # answers that came while this superstep ran: the run goes on
-        # (the tasks parking now have just opened their waits: none is answered yet)
-        again = await take(runner, _with_parked(st, tuple(parking.waiting)), fresh=True)
-        park.any_ready = bool(again.ready)
-        park.open_ids = again.open_ids
-    park.open_ids += tuple(q.id for q in requests)
+    if parking.waiting:  # events kept and times come while this superstep ran: settled now,
+        # before this barrier's checkpoint, so the next superstep takes those tasks
+        rc = runner.rc
+        await _settle(runner, await rc.store.get_requests(rc.run_id, open_only=True))
+    park = Barrier(parked=parked, requests=requests, reopen=reopen,
+                   open_ids=tuple(q.id for q in requests), before=tuple(parking.waiting),
+                   runner=runner, base=st)
     return await runner.merge(st, step, writes, park)
 
 
