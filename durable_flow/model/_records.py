@@ -27,6 +27,8 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventKind",
+    "ParkedKind",
+    "ParkedTask",
     "PendingRequest",
     "RunInfo",
     "RunResult",
@@ -113,6 +115,31 @@ class PendingRequest:
     escalated: bool = False
 
 
+ParkedKind = Literal["request", "timer", "event"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedTask:
+    """A task that waits while the rest of its run goes on (``waits="branch"``).
+
+    ``node`` is the task's id at its level, as in ``next_tasks`` (``approve``,
+    ``summarize[1]``; a sub-workflow node whose inner task waits is parked
+    under its own id, its inner state in ``Snapshot.subworkflows``).
+    ``waits_for`` holds the ids of the open waits it waits for (a request's
+    is its ``PendingRequest.id``; timers and event waits have ids too);
+    ``kind`` is ``request`` when one of them is a request, else ``event`` or
+    ``timer``. ``wake_at`` is the earliest timer or deadline among them.
+    ``since_superstep`` is the superstep it first ran in; it runs again from
+    the top in the superstep after its answer, event or timer comes.
+    """
+
+    node: str
+    kind: ParkedKind
+    waits_for: tuple[str, ...]
+    since_superstep: int
+    wake_at: datetime | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointRef:
     """Points at one checkpoint of one run."""
@@ -180,6 +207,8 @@ class Snapshot:
     subworkflows: dict[str, Snapshot] = field(default_factory=dict)
     namespace: str = ""
     created_at: datetime | None = None
+    #: tasks parked at this checkpoint (``waits="branch"``), in path order; empty otherwise
+    parked: tuple[ParkedTask, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ from ._inputs import (
     validated_input,
 )
 from ._inspect import Inspector, settled, to_pending
-from ._responses import check_responses, only_repeats
+from ._responses import check_responses, only_repeats, parked_repeats
 from ._signals import signals_for
 from ._starting import check_budget_arg, create_run
 from ._streams import StreamEntry, follow_stream, read_stream
@@ -163,7 +163,7 @@ class Runtime(RuntimeApprovals):
                      **started: Any) -> AsyncIterator[Event]:
         """Execute a run just created with ``state`` as its head (or report it finished)."""
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
-        if not state.meta.next_tasks:
+        if not state.meta.next_tasks and not state.meta.parked:
             if events:
                 yield Event(kind="run_started", run_id=lease.run_id, namespace="",
                             superstep=state.meta.superstep, node=None, ts=utcnow(), data=data)
@@ -271,7 +271,7 @@ class Runtime(RuntimeApprovals):
             rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
             runner.checked(state.meta.id)
-            if not state.meta.next_tasks:  # finished before its status was written
+            if not state.meta.next_tasks and not state.meta.parked:  # finished before its status was written
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
@@ -453,7 +453,9 @@ class Runtime(RuntimeApprovals):
         record = await self._require(run_id)
         if record.status.is_final and await only_repeats(self.store, record, responses):
             return self._inspect.info(record)
-        answers, _ = await check_responses(self.store, record, responses)
+        answers, repeated = await check_responses(self.store, record, responses)
+        if not answers and await parked_repeats(self.store, record, repeated):
+            return self._inspect.info(record)  # taken already by the running executor
         updated = await self.store.respond(run_id, answers, who)
         if updated.status is RunStatus.QUEUED:
             signals_for(self.store).wake()

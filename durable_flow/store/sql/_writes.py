@@ -85,7 +85,7 @@ def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
     if upd.workflow_version is not None and upd.signature is not None:
         yield from set_version_tx(q, run_id, upd.workflow_version, upd.signature)
     if upd.status is RunStatus.WAITING:
-        yield from waiting_tx(q, run_id, utcnow())
+        yield from waiting_tx(q, run_id, utcnow(), commit.parked_on)
 
 
 def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None
@@ -217,7 +217,8 @@ def _plan(q: Queries, run_id: str, keep_last: int | None, older_than: datetime |
         threads.setdefault((run_id, row["thread"]), []).append(Scanned(
             run_id, row["thread"], row["checkpoint_id"],
             old=cutoff is None or row["created_at"] < cutoff,
-            completed=row["status"] == RunStatus.COMPLETED.value))
+            completed=row["status"] == RunStatus.COMPLETED.value,
+            parked=tuple(p.anchor for p in t.parked_rows(row["parked"]))))
     open_at = {(r["run_id"], r["checkpoint_id"])
                for r in (yield from fetch(q.req_anchors[(True,)], run_id=run_id))}
     return threads, doomed(threads, open_at, keep_last), top
