@@ -22,6 +22,7 @@ CONTRACT_NAMES = [
     "DuplicateStepError", "SubworkflowError", "RunFailedError", "RunNotFoundError",
     "InvalidResponseError", "UnknownRequestError", "SerializationError", "RunLockedError",
     "LeaseLostError", "Worker", "Send", "EventTimeoutError", "RequestTimeoutError",
+    "ParkedTask",
 ]
 
 

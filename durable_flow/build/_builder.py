@@ -15,6 +15,7 @@ from ..model._blackboard import Blackboard, FreeBlackboard, StateSchema, schema_
 from ..model._budget import Budget
 from ..model._graph import (
     END,
+    WAIT_MODES,
     Condition,
     ConditionLike,
     Edge,
@@ -22,6 +23,7 @@ from ..model._graph import (
     NodeSpec,
     SubworkflowSpec,
     Switch,
+    WaitMode,
     Workflow,
 )
 from ..model._retry import RetryPolicy
@@ -53,7 +55,8 @@ class WorkflowBuilder:
     """
 
     def __init__(self, name: str, state: type[Blackboard] = Blackboard, *,
-                 version: str = "1", budget: Budget | None = None) -> None:
+                 version: str = "1", budget: Budget | None = None,
+                 waits: WaitMode = "superstep") -> None:
         self.name = name
         self.state = state
         self.version = version
@@ -71,6 +74,10 @@ class WorkflowBuilder:
         if budget is not None and not isinstance(budget, Budget):
             self._problems.append(f"budget must be a Budget, got {budget!r:.60}")
             self.budget = None
+        self.waits: WaitMode = waits
+        if waits not in WAIT_MODES:
+            self._problems.append(f"waits must be 'superstep' or 'branch', got {waits!r:.60}")
+            self.waits = "superstep"
 
     # nodes ----------------------------------------------------------------
     def add_node(
@@ -426,7 +433,8 @@ class WorkflowBuilder:
             fan_ins=tuple(FanIn(s, t) for s, t in self._fan_ins),
             entry=self._entry or "", exits=frozenset(self._exits),
             max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)),
-            migrations=MappingProxyType(dict(self._migrations)), budget=self.budget)
+            migrations=MappingProxyType(dict(self._migrations)), budget=self.budget,
+            waits=self.waits)
         from ._validate import validate_graph
 
         problems += validate_graph(wf)

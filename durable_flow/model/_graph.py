@@ -26,10 +26,14 @@ __all__ = [
     "FanIn",
     "NodeSpec",
     "Switch",
+    "WaitMode",
     "Workflow",
 ]
 
 END = "__end__"
+#: how a superstep treats a task that waits (``WorkflowBuilder(..., waits=...)``)
+WaitMode = Literal["superstep", "branch"]
+WAIT_MODES: tuple[WaitMode, ...] = ("superstep", "branch")
 """The terminal target: an edge to END ends that branch."""
 
 ConditionLike: TypeAlias = "str | Callable[[Any], bool] | Condition"
@@ -182,6 +186,8 @@ class Workflow:
     migrations: Mapping[str, Migration] = field(default_factory=dict)
     # the spending limit of its runs unless ``run``/``submit`` give one (not in the signature)
     budget: Budget | None = None
+    # "superstep": the barrier waits for every task; "branch": a waiting task is parked
+    waits: WaitMode = "superstep"
 
     @property
     def schema(self) -> StateSchema:
@@ -238,4 +244,6 @@ class Workflow:
         }
         if self.maps:  # only when present, so the signature of other graphs is unchanged
             described["maps"] = sorted([s, t, path] for (s, t), path in self.maps.items())
+        if self.waits != "superstep":  # checkpoints of parked runs need the same mode
+            described["waits"] = self.waits
         return described

@@ -27,6 +27,8 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventKind",
+    "ParkedKind",
+    "ParkedTask",
     "PendingRequest",
     "RunInfo",
     "RunResult",
@@ -113,6 +115,29 @@ class PendingRequest:
     escalated: bool = False
 
 
+ParkedKind = Literal["request", "timer", "event"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedTask:
+    """A task that waits while the rest of its run goes on (``waits="branch"``).
+
+    ``node`` is the task's path at its level (``approve``, ``summarize[1]``;
+    a sub-workflow node whose inner task waits is parked under its own id,
+    the inner task is listed in ``Snapshot.subworkflows``). ``kind`` says what
+    it waits for: ``request`` (``waits_for`` holds the open request ids),
+    ``event`` (``waits_for`` holds the event name) or ``timer``
+    (``wake_at``). ``since_superstep`` is the superstep it parked in; it runs
+    again from the top in the superstep after its answer, event or timer.
+    """
+
+    node: str
+    kind: ParkedKind
+    waits_for: tuple[str, ...]
+    since_superstep: int
+    wake_at: datetime | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointRef:
     """Points at one checkpoint of one run."""
@@ -180,6 +205,8 @@ class Snapshot:
     subworkflows: dict[str, Snapshot] = field(default_factory=dict)
     namespace: str = ""
     created_at: datetime | None = None
+    #: tasks parked at this checkpoint (``waits="branch"``), in path order; empty otherwise
+    parked: tuple[ParkedTask, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

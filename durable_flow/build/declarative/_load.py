@@ -8,6 +8,7 @@ an agent spec (any object with ``node_spec(id) -> NodeSpec``) or a
     name: meal_flow                  # default: the file's name (required in a mapping)
     version: "1.0"
     max_supersteps: 50               # cycles (loops) are allowed only when set
+    waits: branch                    # optional: a waiting node lets other branches go on
     state:                           # optional: without it, any key, last-write-wins
       user: str                      # str int float bool any list dict None,
       log: {type: list[str], reducer: append}      # list[T] dict[str, T] T | U
@@ -372,7 +373,7 @@ def _compose(inner: Callable[[Any], Any] | None,
 
 
 def _assemble(d: Definition, targets: Mapping[str, _Target]) -> Workflow:
-    b = WorkflowBuilder(d.name, state=d.state)
+    b = WorkflowBuilder(d.name, state=d.state, waits="branch" if d.waits == "branch" else "superstep")
     if d.max_supersteps is not None:
         b.max_supersteps = d.max_supersteps
     views = _view_keys(d)
@@ -458,6 +459,8 @@ class _Dumper:
         out.update({k: head[k] for k in ("version", "description") if k in head})
         if head.get("max_supersteps_set") or wf.max_supersteps != 100 or self._cyclic():
             out["max_supersteps"] = wf.max_supersteps
+        if wf.waits != "superstep":
+            out["waits"] = wf.waits
         state = dump_state(wf.state, self.problems)
         if state is not None:
             out["state"] = state

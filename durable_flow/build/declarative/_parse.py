@@ -34,7 +34,7 @@ __all__ = ["Conn", "Definition", "Node", "back_edges", "check_definition", "kind
            "parse_definition", "read_source"]
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-_TOP = frozenset({"name", "version", "description", "state", "max_supersteps", "nodes",
+_TOP = frozenset({"name", "version", "description", "state", "max_supersteps", "waits", "nodes",
                   "connections", "metadata"})
 _NODE = frozenset({"id", "agent_name", "workflow", "is_entry", "is_exit", "skip_condition",
                    "retry", "timeout", "fan_out", "join", "inputs", "outputs", "description",
@@ -259,6 +259,7 @@ class Definition:
     nodes: list[Node]
     conns: list[Conn]
     head: dict[str, Any] = field(default_factory=dict)
+    waits: str = "superstep"
 
     @property
     def entry(self) -> Node | None:
@@ -294,10 +295,13 @@ def parse_definition(raw: Any, problems: list[str],
     nodes = [_parse_node(i, x, problems) for i, x in enumerate(r.get("nodes", "a list", True) or ())]
     conns = [_parse_conn(i, x, problems) for i, x in enumerate(r.get("connections", "a list") or ())]
     head = {"version": version} if version is not None else {}
+    waits = r.get("waits", "a string") or "superstep"
+    if waits not in ("superstep", "branch"):
+        r.bad("waits", f"must be 'superstep' or 'branch', not {waits!r:.60}")
     return Definition(
         name=name or "", state=state, max_supersteps=r.number("max_supersteps", 1, integer=True),
         nodes=[n for n in nodes if n is not None], conns=[c for c in conns if c is not None],
-        head=head | r.extras())
+        head=head | r.extras(), waits=waits)
 
 
 def _parse_node(i: int, raw: Any, problems: list[str]) -> Node | None:
