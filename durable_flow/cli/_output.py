@@ -18,7 +18,14 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._records import (
+    CheckpointInfo,
+    ParkedTask,
+    PendingRequest,
+    RunInfo,
+    RunStatus,
+    Snapshot,
+)
 from ..model._task_id import TaskId, group_tasks
 from ._support import CliOptions, compact, jsonable
 
@@ -29,6 +36,7 @@ __all__ = [
     "emit_json",
     "history_table",
     "make_console",
+    "parked_text",
     "preview",
     "requests_table",
     "respond_command",
@@ -140,6 +148,15 @@ def instance_counts(snap: Snapshot) -> list[str]:
     return lines
 
 
+def parked_text(task: ParkedTask) -> str:
+    """One parked task: ``approve since superstep 2, waits for request approve@2#0``."""
+    if task.kind == "timer":
+        what = f"a timer until {when(task.wake_at)}" if task.wake_at else "a timer"
+    else:
+        what = f"{task.kind} {', '.join(task.waits_for)}".rstrip()
+    return f"{task.node} since superstep {task.since_superstep}, waits for {what}"
+
+
 def schema_summary(schema: dict[str, Any]) -> str:
     """A short name for the expected answer type."""
     kind = schema.get("type")
@@ -207,6 +224,7 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
              ("superstep", str(snap.superstep)),
              ("next tasks", cell(tasks_text(snap.next_tasks) or "(none)"))]
     rows += [("map", cell(line)) for line in instance_counts(snap)]
+    rows += [("parked", cell(parked_text(task), "yellow")) for task in snap.parked]
     if snap.error is not None:
         where = f" in {snap.error.node}" if snap.error.node else ""
         rows.append(("error", cell(f"{snap.error.type}{where}: {snap.error.message}", "red")))
