@@ -68,6 +68,15 @@ class TaskIO:
     answered: dict[int, RequestRow] = field(default_factory=dict)
     steps: dict[str, bytes] = field(default_factory=dict)
     writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # a parked task run again: the superstep it first ran in, which its request ids name
+    origin: int | None = None
+    # its thread (or one above it) parks waiting tasks: requests are answerable while it runs
+    parks: bool = False
+
+    def request_id(self, node: str, superstep: int, index: int) -> str:
+        """The deterministic id of the task's ``index``-th wait (``node`` its path)."""
+        step = self.origin if self.origin is not None else superstep
+        return f"{self.request_prefix}{node.rsplit('.', 1)[-1]}@{step}#{index}"
 
     def has_step(self, name: str) -> bool:
         """True once a result for ``name`` is recorded or being recorded."""
@@ -311,11 +320,12 @@ class NodeContext:
         except TypeError as exc:
             raise _own(SerializationError(self.node, "request payload", str(exc))) from None
         schema = orjson.dumps(adapter.json_schema())
-        rid = f"{self._io.request_prefix}{self.node.rsplit('.', 1)[-1]}@{self.superstep}#{index}"
+        rid = self._io.request_id(self.node, self.superstep, index)
         return RequestRow(
             id=rid, run_id=self.run_id, workflow_name=self._io.run.workflow_name,
             thread=self._io.thread, checkpoint_id=self._io.checkpoint_id, node=self.node,
-            index=index, payload=data, response_schema=schema, created_at=utcnow())
+            index=index, payload=data, response_schema=schema, created_at=utcnow(),
+            parked=self._io.parks)
 
     async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
                    **kwargs: Any) -> T:

@@ -105,7 +105,9 @@ async def prepare_fork(
             loaded = _with_update(target_wf, loaded, update)
         carry = not (last and update) and await _is_head(store, meta)
         write = self_contained(loaded, rc.run_id, thread, carried=carry)
-        copies.checkpoints.append(write)
+        at = len(copies.checkpoints)  # parked sub-workflows' threads go after it
+        write = await _fork_parked(store, target_wf, meta, write, copies, checkpoint_id)
+        copies.checkpoints.insert(at, write)
         node = None if last else chain[depth + 1].thread.partition("/")[2]
         if carry:
             await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
@@ -116,7 +118,7 @@ async def prepare_fork(
                 target_wf = sub.workflow
     top = copies.checkpoints[0]
     now = utcnow()
-    done = not top.meta.next_tasks
+    done = not top.meta.next_tasks and not top.meta.parked
     record = RunRecord(
         run_id=rc.run_id, workflow_name=workflow.name,
         status=RunStatus.COMPLETED if done else RunStatus.RUNNING,
@@ -210,6 +212,40 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
             write = self_contained(loaded, new.run_id, f"{new.id}/{node}", carried=True)
             copies.checkpoints.append(write)
             await _carry(store, sub.workflow, head, write.meta, copies, given, skip=None)
+
+
+async def _fork_parked(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
+                       write: CheckpointWrite, copies: _Copies, given: str) -> CheckpointWrite:
+    """Bring ``src``'s parked tasks along, anchored at the copy, as they were at ``src``.
+
+    Their requests and step results (recorded at their anchors) are copied as
+    they stood when ``src`` was written: an answer given later is left out, so
+    the request is open again; a parked sub-workflow's thread is copied whole.
+    """
+    if not src.parked:
+        return write
+    new, at = write.meta, src.created_at
+    for p in src.parked:
+        qual = f"{src.namespace}.{p.task}" if src.namespace else p.task
+        for r in await store.get_requests(src.run_id, checkpoint_id=p.anchor):
+            if r.node != qual or r.created_at > at:
+                continue
+            if r.answered_at is not None and r.answered_at > at:  # answered after src
+                r = dataclasses.replace(r, answer=None, answered_at=None, timed_out=False)
+            copies.requests.append(dataclasses.replace(
+                r, run_id=new.run_id, thread=new.thread, checkpoint_id=new.id))
+        for name, data in (await store.get_steps(src.run_id, p.anchor, qual)).items():
+            copies.steps.append(StepRow(new.run_id, new.id, qual, name, data, at))
+        head = await store.thread_head(src.run_id, f"{p.anchor}/{p.task}")
+        spec = wf.nodes.get(TaskId.parse(p.task).node)
+        sub = spec.subworkflow if spec is not None else None
+        if head is not None and sub is not None:
+            loaded = await _load(store, head, given)
+            inner = self_contained(loaded, new.run_id, f"{new.id}/{p.task}", carried=True)
+            copies.checkpoints.append(inner)
+            await _carry(store, sub.workflow, head, inner.meta, copies, given, skip=None)
+    parked = tuple(dataclasses.replace(p, anchor=new.id) for p in src.parked)
+    return dataclasses.replace(write, meta=dataclasses.replace(new, parked=parked))
 
 
 def _check_bytes(run_id: str, checkpoint_id: str, data: bytes, what: str,

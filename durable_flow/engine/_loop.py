@@ -41,6 +41,7 @@ from ..model._task_id import TaskId
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointWrite,
+    ParkedRow,
     RequestRow,
     RunUpdate,
     StatusMark,
@@ -51,6 +52,7 @@ from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
 from ._ownership import HandBack
+from ._parked import Barrier, Parking, barrier, idle, parked_meta, stopped_at, take
 from ._resume import resume_point
 from ._run import RunContext
 from ._state import (
@@ -107,6 +109,9 @@ class ThreadRunner:
         # histories refer to the messages log when it is one (``_histories``)
         self._history_refs = MESSAGES in self.schema.fields and self.schema.fields[MESSAGES].is_log
         self._fresh: str | None = None  # the checkpoint first_checkpoint made: nothing recorded
+        self.parks = workflow.waits == "branch"  # a waiting task is parked (``_parked``)
+        self.marks = self.parks  # this thread or one above parks: requests answerable while running
+        self._anchors: dict[TaskId, ParkedRow] = {}  # parked tasks running again this superstep
 
     def qualify(self, node: str) -> str:
         """The node's path from the top-level workflow."""
@@ -165,8 +170,8 @@ class ThreadRunner:
         """Run supersteps from ``state`` until the thread completes, waits or fails."""
         resumed = True
         while True:
-            if not state.meta.next_tasks:
-                return ThreadOutcome(RunStatus.COMPLETED, state)
+            if (stopped := stopped_at(state.meta, resumed)) is not None:
+                return ThreadOutcome(stopped, state)
             if self.top and self.rc.stopping:
                 raise HandBack
             if state.meta.superstep >= self.max_supersteps:
@@ -182,13 +187,19 @@ class ThreadRunner:
     async def _superstep(self, st: ThreadState, resumed: bool) -> ThreadState | ThreadOutcome:
         base = st.meta
         step = base.superstep + 1
-        self.rc.emit("superstep_started", self.namespace, step, tasks=list(base.next_tasks))
+        parking = await take(self, st) if base.parked else Parking()
+        if not st.tasks and not parking.ready:
+            return await idle(self, st, parking)
+        self._anchors = parking.ready
+        tasks = [*st.tasks, *parking.ready]
+        self.rc.emit("superstep_started", self.namespace, step, tasks=list(map(str, tasks)))
         saved: dict[TaskId, TaskResult] = {}
-        answered: dict[TaskId, dict[int, RequestRow]] = {}
+        answered: dict[TaskId, dict[int, RequestRow]] = dict(parking.answered)
         blocked: set[TaskId] = set()
         if resumed:
             saved, answered, blocked = await self._recorded(st, step)
-        todo = [n for n in st.tasks if n not in saved and n not in blocked]
+            answered.update(parking.answered)
+        todo = [n for n in tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
         results, saved_now = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
         finished = [r for r in results if r.kind == "done"]
@@ -200,10 +211,14 @@ class ThreadRunner:
             first = min(failures, key=lambda r: r.node)
             return await self._fail(st, first.error or RuntimeError("failed"), first.node,
                                     unsaved, new_requests, reopen)
-        if new_requests or blocked or any(r.kind == "interrupted" for r in results):
+        stopped = [r for r in results if r.kind == "interrupted"]
+        if not self.parks and (new_requests or blocked or stopped):
             return await self._wait(st, unsaved, new_requests, reopen)
         try:
-            return await self._merge(st, step, [*saved.values(), *finished])
+            if self.parks:  # the waiting tasks park; the rest merge and route on
+                return await barrier(self, st, step, [*saved.values(), *finished], stopped,
+                                     blocked, parking)
+            return await self.merge(st, step, [*saved.values(), *finished])
         except LeaseLostError:
             raise
         except Exception as exc:  # a conflict or a routing error fails the run
@@ -295,12 +310,16 @@ class ThreadRunner:
         qual = self.qualify(str(node))
         log = _log.bind(run_id=self.rc.run_id, node=qual, superstep=step)
         self.rc.emit("node_started", self.namespace, step, qual)
-        steps = await self.rc.store.get_steps(self.rc.run_id, st.meta.id, qual) if resumed else {}
-        io = TaskIO(run=self.rc, checkpoint_id=st.meta.id, thread=self.thread,
+        at = self._anchors.get(node)  # a parked task: its rows stay where it first ran
+        base_id = at.anchor if at is not None else st.meta.id
+        steps = await self.rc.store.get_steps(self.rc.run_id, base_id, qual) \
+            if resumed or at is not None else {}
+        io = TaskIO(run=self.rc, checkpoint_id=base_id, thread=self.thread,
                     request_prefix=self.prefix, namespace=self.namespace, answered=answered,
-                    steps=steps)
+                    steps=steps, origin=at.superstep if at is not None else None,
+                    parks=self.marks)
         view = spec.view(snapshot) if spec.view is not None else snapshot
-        arg = task_arg(st.meta, spec, node)
+        arg = task_arg(st.meta if at is None else parked_meta(st.meta, at), spec, node)
         holder: list[Any] = []
 
         async def attempt() -> Any:
@@ -365,9 +384,13 @@ class ThreadRunner:
         if sub is None:
             raise TypeError(f"node {spec.id!r} is not a sub-workflow")
         task = task or TaskId(spec.id)
-        return ThreadRunner(
-            self.rc, sub.workflow, thread=f"{st.meta.id}/{task}",
+        at = self._anchors.get(task)  # a parked sub-workflow: its thread is where it first ran
+        base_id, step = (at.anchor, at.superstep) if at is not None else (st.meta.id, step)
+        child = ThreadRunner(
+            self.rc, sub.workflow, thread=f"{base_id}/{task}",
             namespace=self.qualify(str(task)), request_prefix=f"{self.prefix}{task}@{step}/")
+        child.marks = child.parks or self.marks
+        return child
 
     async def _run_child(self, spec: NodeSpec, view: Any, st: ThreadState, step: int,
                          task: TaskId, arg: Any) -> Any:
@@ -404,7 +427,9 @@ class ThreadRunner:
         return {outer: outcome.state.values[inner] for outer, inner in sub.outputs.items()}
 
     # outcomes -----------------------------------------------------------------
-    async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:
+    async def merge(self, st: ThreadState, step: int, writes: list[TaskResult],
+                    park: Barrier | None = None) -> ThreadState:
+        """Merge finished tasks' writes through the reducers, route, commit the next checkpoint."""
         writes.sort(key=lambda r: r.node)
         values = dict(st.values)
         histories = dict(st.histories)
@@ -413,9 +438,10 @@ class ThreadRunner:
             changed, appended = self._reduce(writes, values, histories, grown)
             snapshot = self.schema.build(values)
             routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
-                                               for r in writes], st.meta.joins)
+                                               for r in writes], st.meta.joins,
+                           held=park.held if park else frozenset())
             return await self.commit_state(st, step, values, histories, changed, appended,
-                                           routed, tuple(str(r.node) for r in writes))
+                                           routed, tuple(str(r.node) for r in writes), park=park)
         except BaseException:
             grown.undo()  # the old head's logs are as they were: nothing was committed
             raise
@@ -460,13 +486,14 @@ class ThreadRunner:
         self, st: ThreadState, step: int, values: dict[str, Any],
         histories: dict[str, list[Message]], changed: dict[str, bytes | None],
         appended: dict[str, list[bytes]], routed: Routed, nodes: tuple[str, ...],
-        source: CheckpointSource = "loop", *, pause: bool = False,
+        source: CheckpointSource = "loop", *, pause: bool = False, park: Barrier | None = None,
     ) -> ThreadState:
         """Write the next checkpoint of this thread and move its head.
 
         ``pause`` (used by ``update_state``) leaves a run that still has tasks
         ``waiting`` without a lease, and drops the open requests of the old
-        head in the same transaction.
+        head in the same transaction. ``park`` (a parking thread's barrier)
+        gives the parked tasks, the waits they opened and the status.
         """
         base = st.meta
         seq = base.seq + 1
@@ -485,6 +512,8 @@ class ThreadRunner:
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
         if pause and routed.next_tasks:
             status = RunStatus.WAITING
+        if park is not None:
+            status = park.status(bool(routed.next_tasks))
         tasks, args = stored_tasks(routed.next_tasks, routed.args)
         meta = CheckpointMeta(
             id=new_checkpoint_id(), run_id=self.rc.run_id, thread=self.thread,
@@ -493,14 +522,17 @@ class ThreadRunner:
             routing_reason=routed.reason, next_tasks=tasks, joins=routed.joins,
             value_versions={**base.value_versions, **dict.fromkeys(vals, seq)},
             log_lengths=lengths, task_args=args,
+            parked=park.parked if park is not None else base.parked,
             size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
             + sum(map(len, args.values())))
         run = None
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
                             release=status is not RunStatus.RUNNING)
+        extra = {} if park is None else {"requests": park.requests, "reopen": park.reopen,
+                                         "parked_on": park.open_ids}
         await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
-                             drop_open_requests=pause, extends=self._extends(base))
+                             drop_open_requests=pause, extends=self._extends(base), **extra)
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)

@@ -83,7 +83,7 @@ def recorded(ctx: NodeContext, index: int, kind: WaitKind, call: str) -> Request
 def _row(ctx: NodeContext, index: int, kind: WaitKind, payload: bytes, schema: bytes,
          expires_at: datetime | None) -> RequestRow:
     io = ctx._io
-    rid = f"{io.request_prefix}{ctx.node.rsplit('.', 1)[-1]}@{ctx.superstep}#{index}"
+    rid = io.request_id(ctx.node, ctx.superstep, index)
     return RequestRow(
         id=rid, run_id=ctx.run_id, workflow_name=io.run.workflow_name, thread=io.thread,
         checkpoint_id=io.checkpoint_id, node=ctx.node, index=index, payload=payload,

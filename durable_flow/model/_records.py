@@ -122,13 +122,15 @@ ParkedKind = Literal["request", "timer", "event"]
 class ParkedTask:
     """A task that waits while the rest of its run goes on (``waits="branch"``).
 
-    ``node`` is the task's path at its level (``approve``, ``summarize[1]``;
-    a sub-workflow node whose inner task waits is parked under its own id,
-    the inner task is listed in ``Snapshot.subworkflows``). ``kind`` says what
-    it waits for: ``request`` (``waits_for`` holds the open request ids),
-    ``event`` (``waits_for`` holds the event name) or ``timer``
-    (``wake_at``). ``since_superstep`` is the superstep it parked in; it runs
-    again from the top in the superstep after its answer, event or timer.
+    ``node`` is the task's id at its level, as in ``next_tasks`` (``approve``,
+    ``summarize[1]``; a sub-workflow node whose inner task waits is parked
+    under its own id, its inner state in ``Snapshot.subworkflows``).
+    ``waits_for`` holds the ids of the open waits it waits for (a request's
+    is its ``PendingRequest.id``; timers and event waits have ids too);
+    ``kind`` is ``request`` when one of them is a request, else ``event`` or
+    ``timer``. ``wake_at`` is the earliest timer or deadline among them.
+    ``since_superstep`` is the superstep it first ran in; it runs again from
+    the top in the superstep after its answer, event or timer comes.
     """
 
     node: str

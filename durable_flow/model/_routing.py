@@ -53,6 +53,7 @@ class _Router:
         self.args: dict[TaskId, bytes] = {}
         self.counts: dict[str, int] = {}  # instances started per node
         self.joined: set[str] = set()  # nodes whose completion reached the join buffers
+        self.held: frozenset[str] = frozenset()  # nodes with a parked task: not complete yet
         self.routed: set[str] = set()  # nodes whose own edges were followed
 
     def complete(self, task: TaskId, goto: tuple[str, ...] | None, visited: frozenset[str],
@@ -64,7 +65,7 @@ class _Router:
         its own.
         """
         node = task.node
-        if node not in self.joined:
+        if node not in self.joined and node not in self.held:
             self.joined.add(node)
             self.join(node, visited)
         if goto is None:
@@ -157,14 +158,17 @@ class _Router:
 
 
 def route(
-    wf: Workflow, state: Any, completed: Sequence[Completed], joins: Mapping[str, Sequence[str]]
+    wf: Workflow, state: Any, completed: Sequence[Completed], joins: Mapping[str, Sequence[str]],
+    *, held: frozenset[str] = frozenset(),
 ) -> Routed:
     """Next tasks after ``completed`` tasks finished (in task order: node id, instance).
 
     An instance's argument that does not fit raises ``InvalidInputError``
-    naming the instance (see :func:`encode_arg`).
+    naming the instance (see :func:`encode_arg`). ``held`` names nodes with a
+    parked task (``waits="branch"``): their edges fire, but a fan-in waits.
     """
     router = _Router(wf, state, joins)
+    router.held = held
     for done in sorted(completed, key=lambda c: c.node):
         if done.reason:
             router.reasons.append(done.reason)  # the node's own words, verbatim

@@ -51,7 +51,7 @@ async def execute_claimed(rt: Runtime, workflow: Workflow, record: RunRecord, le
         rc.preloaded.update(preloaded)
         runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
         runner.checked(state.meta.id)
-        if not state.meta.next_tasks:
+        if not state.meta.next_tasks and not state.meta.parked:
             await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
         return await runner.run(state)
 

@@ -19,7 +19,14 @@ from ..errors import (
 )
 from ..model._approvals import default_title
 from ..model._clock import utcnow
-from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._records import (
+    CheckpointInfo,
+    ParkedTask,
+    PendingRequest,
+    RunInfo,
+    RunStatus,
+    Snapshot,
+)
 from ..model._serde import as_bytes, decode
 from ..store._approval_rows import approval_of
 from ..store._protocols import CheckpointMeta, CheckpointStore, RequestRow, RunRecord
@@ -157,19 +164,24 @@ class Inspector:
             raise CheckpointNotFoundError(record.run_id, checkpoint_id or f"<head of {namespace!r}>")
         return meta
 
-    async def _snapshot(self, record: RunRecord, meta: CheckpointMeta) -> Snapshot:
+    async def _snapshot(self, record: RunRecord, meta: CheckpointMeta,
+                        prefix: str = "") -> Snapshot:
         from ..engine._state import decode_plain
 
         loaded = await self.store.load_checkpoint(record.run_id, meta.id)
         values, histories = decode_plain(loaded)
         is_head = meta.thread == "" and meta.id == record.head_checkpoint_id
         subs: dict[str, Snapshot] = {}
-        for node in meta.next_tasks:
-            head = await self.store.thread_head(record.run_id, f"{meta.id}/{node}")
+        threads = [(node, meta.id, f"{prefix}{node}@{meta.superstep + 1}/")
+                   for node in meta.next_tasks]
+        threads += [(p.task, p.anchor, f"{prefix}{p.task}@{p.superstep}/") for p in meta.parked]
+        for node, anchor, inner in threads:
+            head = await self.store.thread_head(record.run_id, f"{anchor}/{node}")
             if head is not None and head.status is not RunStatus.COMPLETED:
-                subs[node] = await self._snapshot(record, head)
+                subs[node] = await self._snapshot(record, head, inner)
         own = await self.store.get_requests(record.run_id, open_only=True, checkpoint_id=meta.id)
-        pending = [to_pending(r) for r in asks(own)]
+        parked, waits = await parked_tasks(self.store, meta, prefix)
+        pending = [to_pending(r) for r in asks([*own, *waits])]
         for sub in subs.values():
             pending.extend(sub.pending_requests)
         return Snapshot(
@@ -178,7 +190,7 @@ class Inspector:
             error=(record.error if is_head else None) or meta.error,
             node_histories=histories, next_tasks=meta.next_tasks,
             pending_requests=tuple(pending), subworkflows=subs, namespace=meta.namespace,
-            created_at=meta.created_at)
+            created_at=meta.created_at, parked=parked)
 
 
 def _check_history_args(run_id: object, namespace: object, limit: object,
@@ -216,3 +228,31 @@ async def settled(store: CheckpointStore, inspect: Inspector, run_id: str,
             raise TimeoutError(f"run {run_id} is still {record.status.value} after {limit:g}s")
         await signals_for(store).wait(delay if left is None else min(delay, left))
         delay = min(delay * 1.5, 0.5)
+
+
+async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
+                       prefix: str) -> tuple[tuple[ParkedTask, ...], list[RequestRow]]:
+    """``Snapshot.parked`` of a checkpoint, and the open waits of its plain parked tasks.
+
+    A plain task's waits are recorded at its anchor under its path; a
+    sub-workflow node's are the open waits inside it (their ids start with
+    the node's request prefix), listed in its nested snapshot.
+    """
+    if not meta.parked:
+        return (), []
+    rows = await store.get_requests(meta.run_id, open_only=True)
+    out: list[ParkedTask] = []
+    plain: list[RequestRow] = []
+    for p in meta.parked:
+        qual = f"{meta.namespace}.{p.task}" if meta.namespace else p.task
+        inside = f"{prefix}{p.task}@{p.superstep}/"
+        mine = [r for r in rows if r.checkpoint_id == p.anchor and r.node == qual]
+        plain += mine
+        mine += [r for r in rows if r.id.startswith(inside)]
+        kinds = {r.kind for r in mine}
+        kind = next((k for k in ("request", "event", "timer") if k in kinds), "request")
+        due = [r.expires_at for r in mine if r.expires_at is not None]
+        out.append(ParkedTask(node=p.task, kind=kind,  # type: ignore[arg-type]
+                              waits_for=tuple(r.id for r in mine),
+                              since_superstep=p.superstep, wake_at=min(due, default=None)))
+    return tuple(out), plain

@@ -162,7 +162,7 @@ class Runtime(RuntimeApprovals):
                      **started: Any) -> AsyncIterator[Event]:
         """Execute a run just created with ``state`` as its head (or report it finished)."""
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
-        if not state.meta.next_tasks:
+        if not state.meta.next_tasks and not state.meta.parked:
             if events:
                 yield Event(kind="run_started", run_id=lease.run_id, namespace="",
                             superstep=state.meta.superstep, node=None, ts=utcnow(), data=data)
@@ -267,7 +267,7 @@ class Runtime(RuntimeApprovals):
             rc.preloaded.update(preloaded)
             runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
             runner.checked(state.meta.id)
-            if not state.meta.next_tasks:  # finished before its status was written
+            if not state.meta.next_tasks and not state.meta.parked:  # finished before its status was written
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 

@@ -108,9 +108,13 @@ def after_event(status: RunStatus, *, held: bool, delivered: bool) -> Next:
     return Next(status)
 
 
-def after_waiting_commit(*, delivered: bool) -> Next:
-    """A commit left the run waiting: an event kept in its mailbox queues it at once."""
-    return _to(RunStatus.QUEUED) if delivered else Next(RunStatus.WAITING)
+def after_waiting_commit(*, delivered: bool, answered: bool = False) -> Next:
+    """A commit left the run waiting: an event kept in its mailbox queues it at once.
+
+    ``answered``: a parked task's request was answered while the run ran
+    (after the engine last looked), so the run has work and is queued too.
+    """
+    return _to(RunStatus.QUEUED) if delivered or answered else Next(RunStatus.WAITING)
 
 
 def after_release(status: RunStatus, *, requeue: bool) -> Next:
@@ -160,10 +164,16 @@ def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:
         raise RunLockedError(run.run_id, run.lease_owner or "another runtime", 0.0)
 
 
-def check_respondable(run: RunRecord, now: datetime) -> None:
-    """Raise why answers cannot be recorded for ``run`` without executing it now."""
+def check_respondable(run: RunRecord, now: datetime, *, parked: bool = False) -> None:
+    """Raise why answers cannot be recorded for ``run`` without executing it now.
+
+    ``parked``: every answer is for a parked task's request; a run that runs
+    other branches takes them at its next barrier, so its lease is no bar.
+    """
     if run.status.is_final:
         raise RunNotResumableError(run.run_id, run.status.value)
+    if parked and run.status is RunStatus.RUNNING:
+        return
     _check_no_live_lease(run, now)
 
 

@@ -66,6 +66,7 @@ from ._rows import (
     Lease,
     LoadedCheckpoint,
     MailRow,
+    ParkedRow,
     RequestRow,
     RunRecord,
     RunRows,
@@ -97,6 +98,7 @@ __all__ = [
     "LoadedCheckpoint",
     "MailRow",
     "Mailbox",
+    "ParkedRow",
     "RequestRow",
     "RunRecord",
     "RunRows",
@@ -418,6 +420,15 @@ class Mailbox(Protocol):
         was sent before the wait's deadline) is delivered to it in the same
         transaction. An existing row with the wait's id is left as it is.
         Returns the wait as stored. Raises ``LeaseLostError``.
+        """
+        ...
+
+    async def settle(self, lease: Lease) -> bool:
+        """Under the lease: deliver kept events to open event waits, close (or escalate) due waits.
+
+        What a claim does first, for a run that keeps running: its executor
+        calls it at a barrier while tasks are parked. True if anything
+        changed. Raises ``LeaseLostError``.
         """
         ...
 

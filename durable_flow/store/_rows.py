@@ -29,6 +29,7 @@ __all__ = [
     "Lease",
     "LoadedCheckpoint",
     "MailRow",
+    "ParkedRow",
     "RequestRow",
     "RunRecord",
     "RunRows",
@@ -115,6 +116,24 @@ class CheckpointMeta:
     size: int = 0
     # the encoded argument of each ``Send`` instance in ``next_tasks``, by task id
     task_args: dict[str, bytes] = field(default_factory=dict)
+    # the tasks parked at this checkpoint (``waits="branch"``), by task id order
+    parked: tuple[ParkedRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedRow:
+    """A parked task as its checkpoint stores it.
+
+    ``anchor`` is the checkpoint the task first ran from: its request rows,
+    step results and sub-workflow thread are recorded there, so every re-run
+    finds them, and ``superstep`` is the superstep its request ids name.
+    ``arg`` is a ``Send`` instance's encoded argument (None for a plain task).
+    """
+
+    task: str
+    anchor: str
+    superstep: int
+    arg: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +215,8 @@ class RequestRow:
     expires_at: datetime | None = None
     timed_out: bool = False
     approval: bytes | None = None  # who may answer (JSON; see _approval_rows.Approval)
+    # asked by a task that may park (``waits="branch"``): answerable while the run runs
+    parked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +292,10 @@ class Commit:
     its thread, each taking over what its ``Carry`` names. A commit that leaves the run
     ``waiting`` then delivers the events kept in its mailbox to its open event
     waits (the run is ``queued`` instead when one was delivered) and sets the
-    run's ``wake_at`` to the earliest ``expires_at`` of its open waits.
+    run's ``wake_at`` to the earliest ``expires_at`` of its open waits;
+    ``parked_on`` names the requests its parked tasks wait for, as the
+    engine last saw them open: one answered since (``respond`` while the run
+    ran) makes that commit leave the run ``queued`` instead.
     Raises ``LeaseLostError`` (lease gone or head moved),
     ``UnknownRequestError`` (an answered or reopened id that does not exist)
     or ``CheckpointNotFoundError`` (a mark on a missing checkpoint), writing
@@ -290,6 +314,7 @@ class Commit:
     run: RunUpdate | None = None
     carry: Carry | None = None
     nested: Sequence[tuple[CheckpointWrite, Carry]] = ()
+    parked_on: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,14 @@ from ._runs import (
 from ._shared import insert_checkpoint
 from ._spending import add_usage_tx, set_budget_tx
 from ._streams import append_stream_tx, read_stream_tx
-from ._waits import get_graph_tx, get_mail_tx, put_graph_tx, send_event_tx, wait_event_tx
+from ._waits import (
+    get_graph_tx,
+    get_mail_tx,
+    put_graph_tx,
+    send_event_tx,
+    settle_held_tx,
+    wait_event_tx,
+)
 from ._writes import commit_tx, prune_page_tx, prune_tx, put_step_tx, put_task_writes_tx
 
 __all__ = [
@@ -330,6 +337,10 @@ class SqlStore(SqlApprovals, abc.ABC):
     async def wait_event(self, lease: Lease, wait: RequestRow) -> RequestRow:
         """Record an event wait; a kept event is delivered to it at once."""
         return await self.driver.run(partial(wait_event_tx, self._q, lease, wait), write=True)
+
+    async def settle(self, lease: Lease) -> bool:
+        """Deliver kept events and close due waits of a run we hold (a barrier with parked tasks)."""
+        return await self.driver.run(partial(settle_held_tx, self._q, lease), write=True)
 
     async def append_stream(self, run_id: str, entries: Sequence[Mapping[str, Any]]) -> int:
         """Append entries to the run's stream log, in their own transaction; the last ``seq``."""

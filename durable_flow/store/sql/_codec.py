@@ -24,7 +24,7 @@ from ...errors import CheckpointCorruptedError
 from ...model._budget import Budget, RunUsage
 from ...model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 from ...model._serde import as_bytes
-from .._protocols import CheckpointMeta, RequestRow, RunRecord, TaskWrite, WaitKind
+from .._protocols import CheckpointMeta, ParkedRow, RequestRow, RunRecord, TaskWrite, WaitKind
 
 __all__ = [
     "checkpoint_from_row",
@@ -240,7 +240,27 @@ def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
         "log_lengths": _dumps(meta.log_lengths),
         "error": error_json(meta.error), "size": meta.size,
         "task_args": _task_args_json(meta.task_args),
+        "parked": _parked_json(meta.parked),
     }
+
+
+def _parked_json(parked: Sequence[ParkedRow]) -> str | None:
+    """The parked tasks as a JSON list (None when there are none); args spliced in as JSON."""
+    if not parked:
+        return None
+    return orjson.dumps([{"task": p.task, "anchor": p.anchor, "superstep": p.superstep,
+                          "arg": orjson.Fragment(p.arg) if p.arg is not None else None}
+                         for p in parked]).decode()
+
+
+def _parked(raw: str | None) -> tuple[ParkedRow, ...]:
+    data = [] if raw is None else orjson.loads(raw)
+    if not isinstance(data, list):
+        raise TypeError("expected a JSON list")
+    return tuple(ParkedRow(task=str(d["task"]), anchor=str(d["anchor"]),
+                           superstep=_count(d["superstep"]),
+                           arg=None if d.get("arg") is None else orjson.dumps(d["arg"]))
+                 for d in data)
 
 
 def _task_args_json(args: Mapping[str, bytes]) -> str | None:
@@ -261,6 +281,7 @@ _CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
     "status": _status, "source": _source, "nodes": _str_tuple,
     "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
     "log_lengths": _int_map, "error": _decode_error, "task_args": _task_args,
+    "parked": _parked,
 }
 
 
@@ -293,7 +314,7 @@ def request_params(req: RequestRow, run_id: str) -> dict[str, object]:
         "response_schema": req.response_schema, "created_at": to_us(req.created_at),
         "answer": req.answer, "answered_at": _maybe_us(req.answered_at), "kind": req.kind,
         "expires_at": _maybe_us(req.expires_at), "timed_out": req.timed_out,
-        "approval": req.approval,
+        "approval": req.approval, "parked": req.parked,
     }
 
 
@@ -314,7 +335,7 @@ def request_from_row(row: Mapping[str, Any]) -> RequestRow:
             created_at=from_us(row["created_at"]), answer=_maybe_blob(row["answer"]),
             answered_at=_maybe_from_us(row["answered_at"]), kind=_kind(row["kind"]),
             expires_at=_maybe_from_us(row["expires_at"]), timed_out=bool(row["timed_out"]),
-            approval=_maybe_blob(row["approval"]),
+            approval=_maybe_blob(row["approval"]), parked=bool(row.get("parked", False)),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("checkpoint_id"),
@@ -342,7 +363,8 @@ def requests_from_tuples(columns: Sequence[str], rows: Iterable[Sequence[Any]]) 
                 checkpoint_id=r[cp], node=r[node], index=r[idx], payload=r[payload],
                 response_schema=r[schema], created_at=from_us(r[created]),
                 answer=None, answered_at=_maybe_from_us(r[answered]),
-                expires_at=_maybe_from_us(r[due]), approval=_maybe_blob(r[at["approval"]]))
+                expires_at=_maybe_from_us(r[due]), approval=_maybe_blob(r[at["approval"]]),
+                parked=bool(r[at["parked"]]) if "parked" in at else False)
                 for r in rows]
         except (ValueError, TypeError, OverflowError):
             pass  # rebuilt one by one below, so the damaged row is named

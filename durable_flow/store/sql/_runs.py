@@ -215,7 +215,12 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes],
     if not rows:
         raise RunNotFoundError(run_id)
     run, now = t.run_from_row(rows[0]), utcnow()
-    check_respondable(run, now)
+    found = yield from fetch_each(q.req_get, [{"run_id": run_id, "request_id": rid}
+                                              for rid in answers])
+    # answers for parked tasks only are taken by the executor at its next barrier
+    parked = bool(answers) and all(rows and rows[0][q.req_get.columns.index("parked")]
+                                   for rows in found)
+    check_respondable(run, now, parked=parked)
     yield from _open_answers(q, run_id, answers, now, answerer)
     waits = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
     still_open = [w for w in waits if w["kind"] == "request"]  # timers and events do not count

@@ -113,6 +113,8 @@ class CheckpointTable(_TableModel, table=True):
     size: int
     # added by migration 0003, so it comes last: {task id: arg JSON} of Send instances
     task_args: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0009: the tasks parked at this checkpoint (JSON list), NULL for none
+    parked: str | None = Field(default=None, sa_type=Text)
 
 
 class ChannelValueTable(_TableModel, table=True):
@@ -197,6 +199,9 @@ class RequestTable(_TableModel, table=True):
                             sa_column_kwargs={"server_default": false()})
     # added by migration 0008 (approvals): title, assignees, roles, escalation as JSON
     approval: bytes | None = Field(default=None, sa_type=LargeBinary)
+    # added by migration 0009: asked by a task that may park, so answerable while the run runs
+    parked: bool = Field(default=False, sa_type=Boolean,
+                         sa_column_kwargs={"server_default": false()})
 
 
 class MailTable(_TableModel, table=True):

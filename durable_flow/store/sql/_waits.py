@@ -11,7 +11,7 @@ memory store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "carry_tx", "deliver_tx", "due_runs_tx", "get_graph_tx", "get_mail_tx",
-    "put_graph_tx", "send_event_tx", "set_version_tx", "settle_tx", "wait_event_tx",
+    "put_graph_tx", "send_event_tx", "set_version_tx", "settle_held_tx", "settle_tx", "wait_event_tx",
     "waiting_tx", "waits_of",
 ]
 
@@ -105,10 +105,30 @@ def settle_tx(q: Queries, run_id: str, now: datetime) -> Tx[bool]:
     return bool(delivered or changed)
 
 
-def waiting_tx(q: Queries, run_id: str, now: datetime) -> Tx[None]:
-    """After a commit left the run waiting: queue it if an event came, else set its wake time."""
+def settle_held_tx(q: Queries, lease: Lease) -> Tx[bool]:
+    """At a barrier of a run with parked tasks: deliver kept events, close due waits.
+
+    The same step a claim takes first, under the lease that already holds
+    the run (raises ``LeaseLostError`` when it is gone); True if anything changed.
+    """
+    yield from check_lease(q, lease)
+    return (yield from settle_tx(q, lease.run_id, utcnow()))
+
+
+def waiting_tx(q: Queries, run_id: str, now: datetime,
+               parked_on: Sequence[str] = ()) -> Tx[None]:
+    """After a commit left the run waiting: queue it if an event or answer came, else set its wake.
+
+    ``parked_on``: requests the run's parked tasks wait for, open when the
+    engine looked; one answered since queues the run.
+    """
     w = waits_of(q)
-    nxt = after_waiting_commit(delivered=bool((yield from deliver_tx(q, run_id, now))))
+    answered = False
+    for rid in parked_on:
+        rows = yield from fetch(q.req_get, run_id=run_id, request_id=rid)
+        answered = answered or bool(rows and rows[0]["answer"] is not None)
+    delivered = bool((yield from deliver_tx(q, run_id, now)))
+    nxt = after_waiting_commit(delivered=delivered, answered=answered)
     if nxt.status is not RunStatus.WAITING:
         yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))

@@ -85,7 +85,7 @@ def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
     if upd.workflow_version is not None and upd.signature is not None:
         yield from set_version_tx(q, run_id, upd.workflow_version, upd.signature)
     if upd.status is RunStatus.WAITING:
-        yield from waiting_tx(q, run_id, utcnow())
+        yield from waiting_tx(q, run_id, utcnow(), commit.parked_on)
 
 
 def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None

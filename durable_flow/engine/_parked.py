@@ -1,0 +1,189 @@
+"""Parked tasks (``waits="branch"``): a task that waits lets the other branches go on.
+
+A task that stops on ``ctx.request``, ``ctx.sleep`` or ``ctx.wait_event`` in
+a thread that parks is not a reason to stop the barrier: its siblings' writes
+merge and route on, and the task is recorded in the new checkpoint's
+``parked`` list (a ``ParkedRow``) and in every later one until it finishes.
+Each parked task keeps its *anchor*, the checkpoint it first ran from: its
+request rows, step results and sub-workflow thread stay recorded there and
+its request ids name the superstep it first ran in, so a re-run on a later
+base still finds its earlier answers and records the next wait afresh.
+
+At the start of every superstep (:func:`take`) the executor reads the run's
+open waits: due deadlines and timers, and events kept while the run ran, are
+settled under the lease (what a claim does), and a parked task none of whose
+waits is open any more runs again in this superstep, from the top, on this
+superstep's snapshot; its update merges at this barrier. A fan-in fed by a
+node with a parked task waits for it (``route(..., held=...)``). The
+thread is ``waiting`` only when nothing but parked tasks is left
+(:class:`Barrier`): then the commit names the requests it saw open
+(``Commit.parked_on``) so an answer recorded in between queues the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..model._clock import utcnow
+from ..model._records import RunStatus
+from ..model._task_id import TaskId
+from ..store._protocols import CheckpointMeta, ParkedRow, RequestRow, RunUpdate, StatusMark
+from ._task import TaskResult
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from ._loop import ThreadOutcome, ThreadRunner
+    from ._state import ThreadState
+
+__all__ = ["Barrier", "Parking", "barrier", "idle", "parked_meta", "parked_row", "stopped_at",
+           "take"]
+
+
+@dataclass
+class Parking:
+    """The parked tasks of a superstep's base: which run again now, which wait on."""
+
+    ready: dict[TaskId, ParkedRow] = field(default_factory=dict)
+    answered: dict[TaskId, dict[int, RequestRow]] = field(default_factory=dict)
+    waiting: list[ParkedRow] = field(default_factory=list)
+    open_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Barrier:
+    """What a parking thread's commit adds: the parked list, new waits, the status rule."""
+
+    parked: tuple[ParkedRow, ...] = ()
+    requests: Sequence[RequestRow] = ()
+    reopen: Sequence[str] = ()
+    open_ids: tuple[str, ...] = ()
+    any_ready: bool = False
+
+    @property
+    def held(self) -> frozenset[str]:
+        """Nodes with a parked task: a fan-in they feed waits for them."""
+        return frozenset(TaskId.parse(p.task).node for p in self.parked)
+
+    def status(self, has_next: bool) -> RunStatus:
+        """``running`` while anything can run, ``waiting`` when only parked tasks are left."""
+        if has_next or (self.parked and self.any_ready):
+            return RunStatus.RUNNING
+        return RunStatus.WAITING if self.parked else RunStatus.COMPLETED
+
+
+def stopped_at(meta: CheckpointMeta, resumed: bool) -> RunStatus | None:
+    """Where a thread stands at ``meta`` when no superstep follows: completed, or waiting.
+
+    A thread with only parked tasks left that was just saved ``waiting`` stops;
+    resumed from such a checkpoint, it looks for answers first.
+    """
+    if meta.next_tasks:
+        return None
+    if not meta.parked:
+        return RunStatus.COMPLETED
+    return RunStatus.WAITING if meta.status is RunStatus.WAITING and not resumed else None
+
+
+async def take(runner: ThreadRunner, st: ThreadState) -> Parking:
+    """Settle the parked tasks' due waits and kept events; split them into ready and waiting."""
+    if not st.meta.parked:
+        return Parking()
+    rc = runner.rc
+    open_rows = await rc.store.get_requests(rc.run_id, open_only=True)
+    if await _settle(runner, open_rows):
+        open_rows = await rc.store.get_requests(rc.run_id, open_only=True)
+    out = Parking()
+    for p in st.meta.parked:
+        mine = _open_of(runner, p, open_rows)
+        if mine:
+            out.waiting.append(p)
+        else:
+            out.ready[TaskId.parse(p.task)] = p
+    out.open_ids = tuple(r.id for p in out.waiting for r in _open_of(runner, p, open_rows)
+                         if r.kind == "request")
+    for anchor in sorted({p.anchor for p in out.ready.values()}):
+        for row in await rc.store.get_requests(rc.run_id, checkpoint_id=anchor):
+            task = TaskId.parse(row.node.rsplit(".", 1)[-1])
+            ready = out.ready.get(task)
+            if ready is not None and ready.anchor == anchor \
+                    and row.node == runner.qualify(ready.task):
+                out.answered.setdefault(task, {})[row.index] = row
+    return out
+
+
+async def _settle(runner: ThreadRunner, open_rows: Sequence[RequestRow]) -> bool:
+    """Close due waits and deliver kept events (only when there is something to do)."""
+    rc, now = runner.rc, utcnow()
+    due = any(r.expires_at is not None and r.expires_at <= now for r in open_rows)
+    if not due and any(r.kind == "event" for r in open_rows):
+        due = any(m.request_id is None for m in await rc.store.get_mail(rc.run_id))
+    if not due:
+        return False
+    rc.guard()
+    return await rc.store.settle(rc.lease)
+
+
+def _open_of(runner: ThreadRunner, p: ParkedRow, rows: Iterable[RequestRow]) -> list[RequestRow]:
+    """The open waits of parked task ``p`` (inside it, for a sub-workflow node)."""
+    task = TaskId.parse(p.task)
+    spec = runner.wf.nodes.get(task.node)
+    if spec is not None and spec.subworkflow is not None:
+        inside = f"{runner.prefix}{task}@{p.superstep}/"
+        return [r for r in rows if r.id.startswith(inside)]
+    qual = runner.qualify(p.task)
+    return [r for r in rows if r.checkpoint_id == p.anchor and r.node == qual]
+
+
+def parked_row(st: ThreadState, step: int, task: TaskId,
+               ready: dict[TaskId, ParkedRow]) -> ParkedRow:
+    """The record of ``task`` parking now: its anchor kept if it was parked before."""
+    before = ready.get(task)
+    if before is not None:
+        return before
+    return ParkedRow(task=str(task), anchor=st.meta.id, superstep=step,
+                     arg=st.args.get(task))
+
+
+async def barrier(
+    runner: ThreadRunner, st: ThreadState, step: int, writes: list[TaskResult],
+    stopped: Sequence[TaskResult], blocked: Iterable[TaskId], parking: Parking,
+) -> ThreadState | ThreadOutcome:
+    """A parking thread's barrier: merge what finished, park what waits, commit."""
+    newly = [parked_row(st, step, r.node, parking.ready) for r in stopped]
+    newly += [parked_row(st, step, t, parking.ready) for t in blocked]
+    parked = tuple(sorted([*parking.waiting, *newly], key=lambda p: TaskId.parse(p.task)))
+    requests = [replace(q, parked=True) for r in stopped for q in r.requests]
+    reopen = [rid for r in stopped for rid in r.reopen]
+    park = Barrier(parked=parked, requests=requests, reopen=reopen)
+    if parked:  # answers that came while this superstep ran: the run goes on for them
+        again = await take(runner, _with_parked(st, parked))
+        park.any_ready = bool(again.ready)
+        park.open_ids = again.open_ids + tuple(q.id for q in requests)
+    return await runner.merge(st, step, writes, park)
+
+
+def parked_meta(meta: CheckpointMeta, p: ParkedRow) -> CheckpointMeta:
+    """``meta`` with the parked task's ``Send`` argument, as its first base held it."""
+    return replace(meta, task_args={p.task: p.arg} if p.arg is not None else {})
+
+
+def _with_parked(st: ThreadState, parked: tuple[ParkedRow, ...]) -> ThreadState:
+    from ._state import ThreadState
+
+    return ThreadState(meta=replace(st.meta, parked=parked), values=st.values,
+                       histories=st.histories, value_bytes=st.value_bytes)
+
+
+async def idle(runner: ThreadRunner, st: ThreadState, parking: Parking) -> ThreadOutcome:
+    """Nothing can run: only parked tasks are left; the thread waits (the top frees its lease)."""
+    from ._loop import ThreadOutcome
+
+    if runner.top:
+        await runner.rc.commit(extends=st.meta.id, mark=StatusMark(st.meta.id, RunStatus.WAITING),
+                               run=RunUpdate(status=RunStatus.WAITING, release=True),
+                               parked_on=parking.open_ids)
+    elif st.meta.status is not RunStatus.WAITING:
+        await runner.rc.commit(mark=StatusMark(st.meta.id, RunStatus.WAITING))
+    return ThreadOutcome(RunStatus.WAITING, st)
