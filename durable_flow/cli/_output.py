@@ -108,12 +108,13 @@ def runs_table(runs: Sequence[RunInfo]) -> Table:
 def history_table(checkpoints: Sequence[CheckpointInfo]) -> Table:
     """One row per checkpoint, newest first."""
     table = _table("superstep", "checkpoint", "created", "source", "status", "nodes",
-                   "routing reason", "size")
+                   "parked", "routing reason", "size")
     for c in checkpoints:
         ref = f"@{c.superstep}" if c.namespace == "" else str(c.superstep)
         table.add_row(ref, cell(c.id), when(c.created_at), c.source,
                       status_text(c.status), cell(tasks_text(c.nodes)),
-                      cell(c.routing_reason or ""), byte_size(c.size))
+                      cell(tasks_text(c.parked), "yellow"), cell(c.routing_reason or ""),
+                      byte_size(c.size))
     return table
 
 
@@ -149,12 +150,13 @@ def instance_counts(snap: Snapshot) -> list[str]:
 
 
 def parked_text(task: ParkedTask) -> str:
-    """One parked task: ``approve since superstep 2, waits for request approve@2#0``."""
-    if task.kind == "timer":
-        what = f"a timer until {when(task.wake_at)}" if task.wake_at else "a timer"
-    else:
-        what = f"{task.kind} {', '.join(task.waits_for)}".rstrip()
-    return f"{task.node} since superstep {task.since_superstep}, waits for {what}"
+    """One parked task: ``approve since superstep 2, waits for request approve@2#0``.
+
+    A timer's wake time, or a deadline, follows as ``until ...``.
+    """
+    until = f" until {when(task.wake_at)}" if task.wake_at else ""
+    return (f"{task.node} since superstep {task.since_superstep}, waits for {task.kind} "
+            f"{', '.join(task.waits_for)}".rstrip() + until)
 
 
 def schema_summary(schema: dict[str, Any]) -> str:

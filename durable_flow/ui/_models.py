@@ -103,6 +103,7 @@ class CheckpointOut(BaseModel):
     nodes: list[str]
     routing_reason: str | None
     size: int
+    parked: list[str] = Field([], description="tasks parked at this checkpoint")
 
     @classmethod
     def of(cls, cp: CheckpointInfo) -> CheckpointOut:
@@ -110,7 +111,7 @@ class CheckpointOut(BaseModel):
         return cls(id=cp.id, run_id=cp.run_id, namespace=cp.namespace, parent_id=cp.parent_id,
                    superstep=cp.superstep, created_at=cp.created_at, status=cp.status,
                    source=cp.source, nodes=list(cp.nodes), routing_reason=cp.routing_reason,
-                   size=cp.size)
+                   size=cp.size, parked=list(cp.parked))
 
 
 class HistoryOut(BaseModel):

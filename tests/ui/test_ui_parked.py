@@ -41,6 +41,8 @@ async def test_the_run_page_lists_parked_tasks_and_marks_them_on_the_graph(
     row = section.split('data-node="approve"', 1)[1].split("</tr>", 1)[0]
     assert "superstep #2" in row and "request" in row and request.id in row
     assert f"class {chart_id(uikit.research, 'approve')} parked" in html
+    timeline = html.split('class="timeline"', 1)[1].split("</ol>", 1)[0]
+    assert timeline.count('parked: <span class="mono chip parked">approve</span>') >= 1
 
 
 async def test_the_api_snapshot_carries_the_parked_tasks(
@@ -53,6 +55,10 @@ async def test_the_api_snapshot_carries_the_parked_tasks(
     assert snap["parked"] == [{"node": "approve", "kind": "request", "waits_for": [request.id],
                                "since_superstep": 2, "wake_at": None}]
     assert sorted(snap["values"]["notes"]) == ["checked", "market"]
+    async with serving(store_factory()) as client:
+        history = (await client.get(f"/api/runs/{run.run_id}/history")).json()["checkpoints"]
+    assert history[0]["id"] == head and history[0]["parked"] == ["approve"]
+    assert history[-1]["parked"] == []
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ def run(db: Path) -> Any:
         async with Runtime(SqliteStore(db)) as rt:
             return await rt.run(uikit.research, {"topic": "roofs"})
 
-    return asyncio.run(go())  # before the server: the database exists when it opens it
+    # before the server, so the database exists when it opens it; in a thread, as
+    # Playwright's loop may run in this one
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
 
 
 @pytest.fixture(scope="module")
