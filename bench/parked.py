@@ -97,8 +97,8 @@ def workflow(mode: str, work: float, steps: int) -> Workflow:
     return b.build()
 
 
-async def answer(rt: Runtime, run_id: str, at: float) -> float:
-    """Answer the run's request at ``at`` (perf_counter), once it exists; when it was given."""
+async def answer(rt: Runtime, run_id: str, at: float) -> RunStatus:
+    """Answer the run's request at ``at`` (perf_counter), once it exists; the run's status then."""
     while True:
         open_requests = [r for r in await rt.pending_requests() if r.run_id == run_id]
         if open_requests:
@@ -107,14 +107,13 @@ async def answer(rt: Runtime, run_id: str, at: float) -> float:
     await asyncio.sleep(max(0.0, at - time.perf_counter()))
     while True:
         try:
-            await rt.respond(run_id, {open_requests[0].id: True})
-            return time.perf_counter()
+            return (await rt.respond(run_id, {open_requests[0].id: True})).status
         except RunLockedError:  # the default mode: the run is still closing its superstep
             await asyncio.sleep(0.01)
 
 
-async def one(mode: str, args: argparse.Namespace, n: int) -> float:
-    """Wall time of one run on a fresh file, start to join."""
+async def one(mode: str, args: argparse.Namespace, n: int) -> tuple[float, RunStatus]:
+    """Wall time of one run on a fresh file, start to join; the run's status when answered."""
     flow = workflow(mode, args.work, args.steps)
     with tempfile.TemporaryDirectory() as tmp:
         async with Runtime(SqliteStore(Path(tmp) / "runs.db")) as rt:
@@ -122,29 +121,35 @@ async def one(mode: str, args: argparse.Namespace, n: int) -> float:
             begun = time.perf_counter()
             answering = asyncio.create_task(answer(rt, run_id, begun + args.answer_after))
             result = await rt.run(flow, {}, run_id=run_id)
-            await answering
-            while result.status is RunStatus.WAITING:  # the answer came after the run stopped
+            answered = await answering
+            # the answer came after the run stopped (waiting), or as it stopped: a commit that
+            # would leave it waiting finds the answer and leaves it queued for whoever resumes
+            while result.status in (RunStatus.WAITING, RunStatus.QUEUED):
                 result = await rt.resume(flow, run_id)
             took = time.perf_counter() - begun
             state = result.state
-            assert result.status is RunStatus.COMPLETED, result.error
+            assert result.status is RunStatus.COMPLETED, (mode, result.status, result.error)
             assert isinstance(state, Work) and state.joined and state.answer
             assert len(state.done) == (BRANCHES - 1) * args.steps, state.done
-            return took
+            return took, answered
 
 
-async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
+async def measure(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    statuses: dict[str, list[str]] = {mode: [] for mode in MODES}
     quick = argparse.Namespace(**{**vars(args), "answer_after": 0.0, "work": 0.0})
     for mode in MODES:  # warm up: imports, statement cache
         await one(mode, quick, -1)
     for n in range(args.repeat):
         for mode in MODES if n % 2 == 0 else MODES[::-1]:
-            times[mode].append(await one(mode, args, n))
-    return times
+            took, answered = await one(mode, args, n)
+            times[mode].append(took)
+            statuses[mode].append(answered.value)
+    return times, statuses
 
 
-def render(times: dict[str, list[float]], args: argparse.Namespace) -> str:
+def render(times: dict[str, list[float]], statuses: dict[str, list[str]],
+           args: argparse.Namespace) -> str:
     cpu, mem = cpu_and_memory()
     default, branch = (statistics.median(times[m]) for m in MODES)
     ideal_default = args.answer_after + args.work * (args.steps - 1)
@@ -163,24 +168,33 @@ def render(times: dict[str, list[float]], args: argparse.Namespace) -> str:
         "to the end of the join; the two modes alternate in the same process, medians of "
         f"{args.repeat} runs each.",
         "",
-        "| waits | median | min | max | no-overhead floor |",
-        "| --- | --- | --- | --- | --- |",
+        "| waits | median | min | max | no-overhead floor | the run when answered |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for mode, ideal in zip(MODES, (ideal_default, ideal_branch), strict=True):
         ts = times[mode]
         lines.append(f"| `{mode}`{' (default)' if mode == 'superstep' else ''} | "
                      f"{statistics.median(ts) * 1000:,.0f} ms | {min(ts) * 1000:,.0f} ms | "
-                     f"{max(ts) * 1000:,.0f} ms | {ideal * 1000:,.0f} ms |")
+                     f"{max(ts) * 1000:,.0f} ms | {ideal * 1000:,.0f} ms | "
+                     f"{_counted(statuses[mode])} |")
     lines += [
         "",
         f"`waits=\"branch\"` reaches the join in {branch / default:.2f} times the default's wall "
         f"time ({(default - branch) * 1000:,.0f} ms sooner): the {BRANCHES - 1} working "
         "branches no longer stop at the first barrier while the answer is awaited. The floor "
         "is the answer's delay plus the work that must follow it (default: every step after "
-        "the first; branch: none, as long as the work ends after the answer).",
+        "the first; branch: none, as long as the work ends after the answer). The last column "
+        "is the run's status as `respond` returned it: `running` is an answer recorded while "
+        "the run executed the other branches, taken at its next barrier; `queued` is a run "
+        "that had stopped `waiting` and was resumed.",
         END_MARK,
     ]
     return "\n".join(lines)
+
+
+def _counted(statuses: list[str]) -> str:
+    """``running 5/5`` (the status after ``respond``, by how many runs had it)."""
+    return ", ".join(f"{s} {statuses.count(s)}/{len(statuses)}" for s in dict.fromkeys(statuses))
 
 
 def main() -> None:
@@ -191,7 +205,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    text = render(asyncio.run(measure(args)), args)
+    text = render(*asyncio.run(measure(args)), args)
     print(text)
     if args.write:
         replace_section(HERE / "RESULTS.md", "parked", text)
