@@ -86,8 +86,15 @@ def stopped_at(meta: CheckpointMeta, resumed: bool) -> RunStatus | None:
     return RunStatus.WAITING if meta.status is RunStatus.WAITING and not resumed else None
 
 
-async def take(runner: ThreadRunner, st: ThreadState) -> Parking:
-    """Settle the parked tasks' due waits and kept events; split them into ready and waiting."""
+async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) -> Parking:
+    """Settle the parked tasks' due waits and kept events; split them into ready and waiting.
+
+    A parked task is ready once none of its waits is open. While other tasks
+    are due, it is taken only if its last wait closed before ``st`` was
+    committed (the superstep *after* its answer came): a superstep run again
+    after a crash then takes exactly the parked tasks it took the first time.
+    ``fresh``: any closed wait counts (is there work at all?).
+    """
     if not st.meta.parked:
         return Parking()
     rc = runner.rc
@@ -95,21 +102,40 @@ async def take(runner: ThreadRunner, st: ThreadState) -> Parking:
     if await _settle(runner, open_rows):
         open_rows = await rc.store.get_requests(rc.run_id, open_only=True)
     out = Parking()
+    candidates = [p for p in st.meta.parked if not _open_of(runner, p, open_rows)]
+    closed = await _closed_rows(runner, candidates)
+    cutoff = None if fresh or not st.tasks else st.meta.created_at
     for p in st.meta.parked:
-        mine = _open_of(runner, p, open_rows)
-        if mine:
+        rows = closed.get(p.task)
+        last = max((r.answered_at for r in rows or () if r.answered_at is not None), default=None)
+        if rows is None or (cutoff is not None and last is not None and last > cutoff):
             out.waiting.append(p)
         else:
             out.ready[TaskId.parse(p.task)] = p
     out.open_ids = tuple(r.id for p in out.waiting for r in _open_of(runner, p, open_rows)
                          if r.kind == "request")
-    for anchor in sorted({p.anchor for p in out.ready.values()}):
-        for row in await rc.store.get_requests(rc.run_id, checkpoint_id=anchor):
-            task = TaskId.parse(row.node.rsplit(".", 1)[-1])
-            ready = out.ready.get(task)
-            if ready is not None and ready.anchor == anchor \
-                    and row.node == runner.qualify(ready.task):
-                out.answered.setdefault(task, {})[row.index] = row
+    for task, p in out.ready.items():
+        if runner.wf.nodes[task.node].subworkflow is None:
+            out.answered[task] = {r.index: r for r in closed[p.task]}
+    return out
+
+
+async def _closed_rows(runner: ThreadRunner,
+                       parked: Sequence[ParkedRow]) -> dict[str, list[RequestRow]]:
+    """The recorded waits of parked tasks none of whose waits is open, by task."""
+    rc = runner.rc
+    out: dict[str, list[RequestRow]] = {p.task: [] for p in parked}
+    plain = [p for p in parked if runner.wf.nodes[TaskId.parse(p.task).node].subworkflow is None]
+    for anchor in sorted({p.anchor for p in plain}):
+        rows = await rc.store.get_requests(rc.run_id, checkpoint_id=anchor)
+        for p in plain:
+            if p.anchor == anchor:
+                out[p.task] += _of(runner, p, rows)
+    if len(plain) < len(parked):  # sub-workflows: the waits inside them, anywhere in the run
+        rows = await rc.store.get_requests(rc.run_id)
+        for p in parked:
+            if p not in plain:
+                out[p.task] += _of(runner, p, rows)
     return out
 
 
@@ -126,7 +152,12 @@ async def _settle(runner: ThreadRunner, open_rows: Sequence[RequestRow]) -> bool
 
 
 def _open_of(runner: ThreadRunner, p: ParkedRow, rows: Iterable[RequestRow]) -> list[RequestRow]:
-    """The open waits of parked task ``p`` (inside it, for a sub-workflow node)."""
+    """The open waits of parked task ``p`` among the open ``rows``."""
+    return _of(runner, p, rows)
+
+
+def _of(runner: ThreadRunner, p: ParkedRow, rows: Iterable[RequestRow]) -> list[RequestRow]:
+    """The waits of parked task ``p`` among ``rows`` (inside it, for a sub-workflow node)."""
     task = TaskId.parse(p.task)
     spec = runner.wf.nodes.get(task.node)
     if spec is not None and spec.subworkflow is not None:
@@ -158,7 +189,7 @@ async def barrier(
     reopen = [rid for r in stopped for rid in r.reopen]
     park = Barrier(parked=parked, requests=requests, reopen=reopen)
     if parked:  # answers that came while this superstep ran: the run goes on for them
-        again = await take(runner, _with_parked(st, parked))
+        again = await take(runner, _with_parked(st, parked), fresh=True)
         park.any_ready = bool(again.ready)
         park.open_ids = again.open_ids + tuple(q.id for q in requests)
     return await runner.merge(st, step, writes, park)

@@ -16,12 +16,13 @@ from pydantic_core import to_jsonable_python
 from ..engine._state import DAMAGE, corrupted
 from ..errors import DurableFlowError, InvalidResponseError, UnknownRequestError
 from ..model._clock import utcnow
+from ..model._records import RunStatus
 from ..model._serde import as_bytes, encode
 from ..store._protocols import CheckpointStore, RequestRow, RunRecord
 from ..store._rows import escalation_due
 from ._inspect import response_schema
 
-__all__ = ["check_event", "check_responses", "format_checker", "only_repeats"]
+__all__ = ["check_event", "check_responses", "format_checker", "only_repeats", "parked_repeats"]
 
 
 async def only_repeats(store: CheckpointStore, record: RunRecord,
@@ -34,6 +35,19 @@ async def only_repeats(store: CheckpointStore, record: RunRecord,
     except DurableFlowError:
         return False
     return not answers
+
+
+async def parked_repeats(store: CheckpointStore, record: RunRecord,
+                         repeated: list[str]) -> bool:
+    """Whether ``repeated`` (answers recorded before) are all for parked tasks' requests.
+
+    Re-sending them while the run executes other branches is a no-op, as
+    the first answer was recorded without taking the run.
+    """
+    if not repeated or record.status is not RunStatus.RUNNING:
+        return False
+    rows = {r.id: r for r in await store.get_requests(record.run_id)}
+    return all(rid in rows and rows[rid].parked for rid in repeated)
 
 
 async def check_responses(

@@ -60,7 +60,7 @@ from ._inputs import (
     validated_input,
 )
 from ._inspect import Inspector, settled, to_pending
-from ._responses import check_responses, only_repeats
+from ._responses import check_responses, only_repeats, parked_repeats
 from ._signals import signals_for
 from ._starting import check_budget_arg, create_run
 from ._streams import StreamEntry, follow_stream, read_stream
@@ -449,7 +449,9 @@ class Runtime(RuntimeApprovals):
         record = await self._require(run_id)
         if record.status.is_final and await only_repeats(self.store, record, responses):
             return self._inspect.info(record)
-        answers, _ = await check_responses(self.store, record, responses)
+        answers, repeated = await check_responses(self.store, record, responses)
+        if not answers and await parked_repeats(self.store, record, repeated):
+            return self._inspect.info(record)  # taken already by the running executor
         updated = await self.store.respond(run_id, answers, who)
         if updated.status is RunStatus.QUEUED:
             signals_for(self.store).wake()

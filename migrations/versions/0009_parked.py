@@ -22,11 +22,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("checkpoints") as batch:
-        batch.add_column(sa.Column("parked", sa.Text(), nullable=True))
-    with op.batch_alter_table("requests") as batch:
-        batch.add_column(sa.Column("parked", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
+    op.add_column("checkpoints", sa.Column("parked", sa.Text(), nullable=True))
+    op.add_column("requests", sa.Column("parked", sa.Boolean(), nullable=False,
+                                        server_default=sa.false()))
 
 
 def downgrade() -> None:
