@@ -30,7 +30,8 @@ async def plan_prune(rt: Runtime, run_id: str | None, keep_last: int | None,
             old = cutoff is None or meta.created_at < cutoff
             threads[(run, meta.thread)].append(Scanned(
                 run_id=run, thread=meta.thread, id=meta.id, old=old,
-                completed=meta.status is RunStatus.COMPLETED))
+                completed=meta.status is RunStatus.COMPLETED,
+                parked=tuple(p.anchor for p in meta.parked)))
     open_at = {(r.run_id, r.checkpoint_id) for r in await rt.store.pending_requests()
                if run_id is None or r.run_id == run_id}
     return len(doomed(threads, open_at, keep_last))

@@ -109,8 +109,8 @@ class ThreadRunner:
         # histories refer to the messages log when it is one (``_histories``)
         self._history_refs = MESSAGES in self.schema.fields and self.schema.fields[MESSAGES].is_log
         self._fresh: str | None = None  # the checkpoint first_checkpoint made: nothing recorded
-        self.parks = workflow.waits == "branch"  # a waiting task is parked (``_parked``)
-        self.marks = self.parks  # this thread or one above parks: requests answerable while running
+        self.parks = self.marks = workflow.waits == "branch"  # waiting tasks park (``_parked``)
+        # marks: this thread or one above parks, so its requests are answerable while it runs
         self._anchors: dict[TaskId, ParkedRow] = {}  # parked tasks running again this superstep
 
     def qualify(self, node: str) -> str:
@@ -194,11 +194,11 @@ class ThreadRunner:
         tasks = [*st.tasks, *parking.ready]
         self.rc.emit("superstep_started", self.namespace, step, tasks=list(map(str, tasks)))
         saved: dict[TaskId, TaskResult] = {}
-        answered: dict[TaskId, dict[int, RequestRow]] = dict(parking.answered)
+        answered: dict[TaskId, dict[int, RequestRow]] = {}
         blocked: set[TaskId] = set()
         if resumed:
             saved, answered, blocked = await self._recorded(st, step)
-            answered.update(parking.answered)
+        answered |= parking.answered  # a parked task's rows, recorded at its anchor
         todo = [n for n in tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
         results, saved_now = await self._run_tasks(todo, st, step, snapshot, answered, resumed)
@@ -529,10 +529,9 @@ class ThreadRunner:
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
                             release=status is not RunStatus.RUNNING)
-        extra = {} if park is None else {"requests": park.requests, "reopen": park.reopen,
-                                         "parked_on": park.open_ids}
         await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
-                             drop_open_requests=pause, extends=self._extends(base), **extra)
+                             drop_open_requests=pause, extends=self._extends(base),
+                             **(park.commit_parts() if park is not None else {}))
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)

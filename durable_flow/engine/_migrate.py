@@ -195,7 +195,8 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
     new = CheckpointMeta(
         id=new_checkpoint_id(), run_id=record.run_id, thread="", namespace="", parent_id=meta.id,
         seq=seq, superstep=meta.superstep + 1, created_at=utcnow(),
-        status=RunStatus.RUNNING if next_tasks else RunStatus.COMPLETED, source="migrate",
+        status=RunStatus.RUNNING if next_tasks or meta.parked else RunStatus.COMPLETED,
+        source="migrate", parked=meta.parked,  # parked tasks go on where they were anchored
         routing_reason=f"migrated from version {record.workflow_version} to {workflow.version}",
         next_tasks=next_tasks, joins=routed_joins, value_versions=dict.fromkeys(vals, seq),
         log_lengths=lengths, task_args=args,

@@ -23,7 +23,7 @@ thread is ``waiting`` only when nothing but parked tasks is left
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..model._clock import utcnow
 from ..model._records import RunStatus
@@ -65,6 +65,10 @@ class Barrier:
     def held(self) -> frozenset[str]:
         """Nodes with a parked task: a fan-in they feed waits for them."""
         return frozenset(TaskId.parse(p.task).node for p in self.parked)
+
+    def commit_parts(self) -> dict[str, Any]:
+        """What the barrier's commit writes besides the checkpoint."""
+        return {"requests": self.requests, "reopen": self.reopen, "parked_on": self.open_ids}
 
     def status(self, has_next: bool) -> RunStatus:
         """``running`` while anything can run, ``waiting`` when only parked tasks are left."""

@@ -235,19 +235,23 @@ async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
     """``Snapshot.parked`` of a checkpoint, and the open waits of its plain parked tasks.
 
     A plain task's waits are recorded at its anchor under its path; a
-    sub-workflow node's are the open waits inside it (their ids start with
-    the node's request prefix), listed in its nested snapshot.
+    sub-workflow node's are the waits inside it (their ids start with the
+    node's request prefix), listed in its nested snapshot. ``waits_for``
+    holds the waits open when the checkpoint was written; the plain tasks'
+    waits returned are those still open (pending) now.
     """
     if not meta.parked:
         return (), []
-    rows = await store.get_requests(meta.run_id, open_only=True)
+    at = meta.created_at
+    rows = [r for r in await store.get_requests(meta.run_id)
+            if r.created_at <= at and (r.answered_at is None or r.answered_at > at)]
     out: list[ParkedTask] = []
     plain: list[RequestRow] = []
     for p in meta.parked:
         qual = f"{meta.namespace}.{p.task}" if meta.namespace else p.task
         inside = f"{prefix}{p.task}@{p.superstep}/"
         mine = [r for r in rows if r.checkpoint_id == p.anchor and r.node == qual]
-        plain += mine
+        plain += [r for r in mine if r.answer is None]
         mine += [r for r in rows if r.id.startswith(inside)]
         kinds = {r.kind for r in mine}
         kind = next((k for k in ("request", "event", "timer") if k in kinds), "request")

@@ -37,6 +37,8 @@ class Scanned:
     """Created before ``older_than`` (always true without it)."""
     completed: bool
     """Its status is ``completed``."""
+    parked: tuple[str, ...] = ()
+    """The anchors of the tasks parked at it: their rows are recorded there."""
 
 
 def stream_floors(top: Mapping[Key, T], gone: Iterable[Scanned]) -> dict[str, T]:
@@ -76,6 +78,10 @@ def doomed(threads: Mapping[Key, Sequence[Scanned]], open_at: Iterable[Key],
     for (run, _thread), chain in threads.items():
         older = chain[:-keep_last] if keep_last else chain[:-1]
         removed |= {(run, c.id) for c in older if c.old and (run, c.id) not in needed}
+    # a kept checkpoint's parked tasks find their requests and steps at their anchors
+    needed |= {(c.run_id, a) for chain in threads.values() for c in chain
+               if (c.run_id, c.id) not in removed for a in c.parked}
+    removed -= needed
     # A sub-workflow's checkpoints hang from their anchor and go with it: without
     # it they could be neither forked nor inspected from the parent.
     hanging = [(run, thread, chain) for (run, thread), chain in threads.items() if thread]

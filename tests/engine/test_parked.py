@@ -136,7 +136,7 @@ async def test_a_timer_that_comes_due_while_other_branches_run_is_taken_at_a_bar
 
 async def test_a_parked_timer_sets_wake_at_and_a_resume_after_it_finishes(rt: Runtime) -> None:
     async def nap(state: Board, ctx: NodeContext) -> str:
-        await ctx.sleep(0.5)
+        await ctx.sleep(1.5)
         return "rested"
 
     wf = fork_join(wait=nap)
@@ -146,7 +146,7 @@ async def test_a_parked_timer_sets_wake_at_and_a_resume_after_it_finishes(rt: Ru
     assert info.wake_at is not None
     [parked] = (await rt.get_state("t2")).parked
     assert parked.kind == "timer" and parked.wake_at == info.wake_at
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(1.6)
     r = await rt.resume(wf, "t2")
     assert r.status is RunStatus.COMPLETED and r.state.answer == "rested"
 
@@ -178,3 +178,27 @@ async def test_a_parked_request_escalates_at_its_deadline_while_the_run_runs(
     assert [d.kind for d in decisions] == ["escalation"]
     r = await rt.resume(wf, "d2", responses={req.id: "fine"}, by="bob")
     assert r.status is RunStatus.COMPLETED and r.state.answer == "fine"
+
+
+async def test_prune_keeps_the_anchor_of_a_parked_task_with_its_answer(rt: Runtime) -> None:
+    wf = fork_join()
+    await rt.run(wf, {}, run_id="pr1")
+    await rt.respond("pr1", {"ask@2#0": "kept"})  # answered: no open request holds the anchor
+    removed = await rt.prune("pr1", keep_last=1)
+    assert removed > 0
+    r = await rt.resume(wf, "pr1")
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "kept"  # found at its anchor, not asked again
+
+
+async def test_an_older_checkpoint_shows_what_its_parked_task_waited_for_then(
+        rt: Runtime) -> None:
+    wf = fork_join(asks=2)
+    await rt.run(wf, {}, run_id="h1")
+    r = await rt.resume(wf, "h1", responses={"ask@2#0": "a"})
+    history = await rt.history("h1")
+    then = await rt.get_state("h1", next(i for i in history if i.superstep == 4).id)
+    assert [p.waits_for for p in then.parked] == [("ask@2#0",)]
+    assert then.pending_requests == ()  # answered since: nothing to answer there
+    now = await rt.get_state("h1", r.checkpoint_id)
+    assert [p.waits_for for p in now.parked] == [("ask@2#1",)]

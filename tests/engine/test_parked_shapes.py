@@ -165,3 +165,28 @@ async def test_a_fork_of_the_head_keeps_the_answers_given_before(rt: Runtime) ->
     assert [q.id for q in fork.pending_requests] == ["ask@2#1"]
     fork = await rt.resume(wf, fork.run_id, responses={"ask@2#1": "b"})
     assert fork.status is RunStatus.COMPLETED and fork.state.answer == "a+b"
+
+
+async def test_a_sub_workflow_that_parks_inside_a_default_parent(rt: Runtime) -> None:
+    inner = WorkflowBuilder("inner", state=Board, waits="branch")
+
+    async def approve(state: Board, ctx: NodeContext) -> dict[str, Any]:
+        return {"answer": await ctx.request({"question": "fine?"}, response_type=str)}
+
+    inner.add_node("split", lambda s: {"log": ["split"]}).add_node("approve", approve)
+    inner.add_node("note", lambda s: {"log": ["note"]})
+    inner.set_entry("split").add_edge("split", "approve").add_edge("split", "note")
+    outer = WorkflowBuilder("outer", state=Board)
+    outer.add_subworkflow("review", inner.build(), inputs=["log"], outputs=["answer", "log"])
+    outer.set_entry("review").add_edge("review", END)
+    wf = outer.build()
+    r = await rt.run(wf, {}, run_id="n3")
+    assert r.status is RunStatus.WAITING
+    [req] = r.pending_requests
+    assert req.id == "review@1/approve@2#0"
+    inside = (await rt.get_state("n3")).subworkflows["review"]
+    assert list(inside.values["log"]) == ["split", "note"]  # the inner branch went on
+    assert [p.node for p in inside.parked] == ["approve"]
+    r = await rt.resume(wf, "n3", responses={req.id: "yes"})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert r.state.answer == "yes" and list(r.state.log) == ["split", "note"]

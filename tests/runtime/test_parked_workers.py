@@ -65,3 +65,20 @@ async def test_a_parked_timer_of_a_waiting_run_wakes_it_on_a_worker(
 async def _status_is(rt: Runtime, run_id: str, status: RunStatus) -> bool:
     record = await rt.store.get_run(run_id)
     return record is not None and record.status is status
+
+
+async def test_a_parked_request_deadline_of_a_waiting_run_is_kept_by_a_worker(
+        store_factory: Callable[[], Any]) -> None:
+    async def ask(state: Any, ctx: Any) -> str:
+        return str(await ctx.request({"question": "ok?"}, response_type=str, timeout=2.0,
+                                     default="nobody answered"))
+
+    wf = fork_join(wait=ask)
+    async with Runtime(store_factory()) as rt, \
+            Worker(store_factory(), [wf], poll_interval=0.05) as worker, serving(worker):
+        await rt.submit(wf, {}, run_id="wk4")
+        waiting = await rt.wait("wk4", timeout=20)
+        assert waiting.status is RunStatus.WAITING and waiting.wake_at is not None
+        await eventually(lambda: _status_is(rt, "wk4", RunStatus.COMPLETED), timeout=20)
+        state = await rt.get_state("wk4")
+        assert state.values["answer"] == "nobody answered" and state.values["joined"]

@@ -32,6 +32,7 @@ __all__ = [
     "decode_versions",
     "error_json",
     "from_us",
+    "parked_rows",
     "request_from_row",
     "request_params",
     "requests_from_tuples",
@@ -251,6 +252,11 @@ def _parked_json(parked: Sequence[ParkedRow]) -> str | None:
     return orjson.dumps([{"task": p.task, "anchor": p.anchor, "superstep": p.superstep,
                           "arg": orjson.Fragment(p.arg) if p.arg is not None else None}
                          for p in parked]).decode()
+
+
+def parked_rows(raw: str | None) -> tuple[ParkedRow, ...]:
+    """The ``checkpoints.parked`` column read back (empty for NULL)."""
+    return _parked(raw)
 
 
 def _parked(raw: str | None) -> tuple[ParkedRow, ...]:

@@ -292,7 +292,7 @@ class Queries:
         # no commit of that run lands between this scan and its deletes; the scan
         # itself locks nothing, and a run with nothing to remove is never locked.
         self.cp_scan = c(select(cps.c.run_id, cps.c.thread, cps.c.checkpoint_id,
-                                cps.c.created_at, cps.c.status)
+                                cps.c.created_at, cps.c.status, cps.c.parked)
                          .where(*_where(cps, "run_id")).order_by(cps.c.thread, cps.c.seq))
         self.run_ids_after = c(select(RUNS.c.run_id).where(RUNS.c.run_id > bindparam("after"))
                                .order_by(RUNS.c.run_id).limit(bindparam("n")))

@@ -217,7 +217,8 @@ def _plan(q: Queries, run_id: str, keep_last: int | None, older_than: datetime |
         threads.setdefault((run_id, row["thread"]), []).append(Scanned(
             run_id, row["thread"], row["checkpoint_id"],
             old=cutoff is None or row["created_at"] < cutoff,
-            completed=row["status"] == RunStatus.COMPLETED.value))
+            completed=row["status"] == RunStatus.COMPLETED.value,
+            parked=tuple(p.anchor for p in t.parked_rows(row["parked"]))))
     open_at = {(r["run_id"], r["checkpoint_id"])
                for r in (yield from fetch(q.req_anchors[(True,)], run_id=run_id))}
     return threads, doomed(threads, open_at, keep_last), top
