@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -168,14 +168,22 @@ def schema_summary(schema: dict[str, Any]) -> str:
     return str(title) if title else preview(schema, 60)
 
 
-def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True) -> Table:
-    """The pending requests (the inbox)."""
-    columns = ("request", *(("run", "workflow") if with_run else ()), "node", "asked",
+def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True,
+                   statuses: Mapping[str, RunStatus] | None = None) -> Table:
+    """The pending requests (the inbox); ``statuses``: a column with each one's run status.
+
+    A request of a task parked by ``waits="branch"`` is open while its run is
+    still ``running``: the status column says so.
+    """
+    columns = ("request", *(("run", "workflow") if with_run else ()),
+               *(("run status",) if statuses is not None else ()), "node", "asked",
                "deadline", "payload", "expects")
     table = _table(*columns)
     for r in requests:
         run_cols = (cell(r.run_id), cell(r.workflow_name)) if with_run else ()
-        table.add_row(cell(r.id), *run_cols, cell(r.node), when(r.created_at),
+        status = statuses.get(r.run_id) if statuses is not None else None
+        status_col = () if statuses is None else (status_text(status) if status else "",)
+        table.add_row(cell(r.id), *run_cols, *status_col, cell(r.node), when(r.created_at),
                       when(r.expires_at) or "none", cell(preview(r.payload, 80)),
                       cell(schema_summary(r.response_schema)))
     return table

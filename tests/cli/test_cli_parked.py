@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from collections.abc import Iterator
@@ -9,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uikit
 from clikit import cli, project_db
 from typer.testing import Result
+
+from durable_flow import RunStatus, Runtime, SqliteStore
 
 MODULE = "parkedflows"
 
@@ -111,3 +115,27 @@ def test_history_shows_which_tasks_were_parked_at_each_checkpoint(db: Path) -> N
     assert any("approve, pay" in row for row in table)  # the checkpoint they were parked at
     newest = as_json(cli(db, "history", "r1", "--json"))[0]
     assert newest["parked"] == []
+
+
+async def test_inbox_shows_a_parked_request_with_its_run_still_running(db: Path) -> None:
+    uikit.research_gate = gate = asyncio.Event()  # holds the research branch
+    try:
+        async with Runtime(SqliteStore(db)) as rt:
+            running = asyncio.create_task(rt.run(uikit.research, {"topic": "roofs"}))
+            while not (asked := await rt.pending_requests()):
+                assert not running.done(), running.result()
+                await asyncio.sleep(0.01)
+            [request] = asked
+            table = (await asyncio.to_thread(cli, db, "inbox")).stdout.splitlines()
+            header = next(line for line in table if "request" in line and "node" in line)
+            assert "run status" in header
+            [row] = [line for line in table if request.id in line]
+            assert " running " in row
+            gate.set()
+            result = await asyncio.wait_for(running, 30)
+    finally:
+        uikit.research_gate = None
+    assert result.status is RunStatus.WAITING  # answered by nobody yet: only approve is left
+    table = (await asyncio.to_thread(cli, db, "inbox")).stdout.splitlines()
+    [row] = [line for line in table if request.id in line]
+    assert " waiting " in row
