@@ -21,6 +21,7 @@ from ..model._approvals import default_title
 from ..model._clock import utcnow
 from ..model._records import (
     CheckpointInfo,
+    ParkedKind,
     ParkedTask,
     PendingRequest,
     RunInfo,
@@ -254,9 +255,10 @@ async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
         plain += [r for r in mine if r.answer is None]
         mine += [r for r in rows if r.id.startswith(inside)]
         kinds = {r.kind for r in mine}
-        kind = next((k for k in ("request", "event", "timer") if k in kinds), "request")
+        kind: ParkedKind = "event" if "request" not in kinds and "event" in kinds else \
+            "timer" if kinds == {"timer"} else "request"
         due = [r.expires_at for r in mine if r.expires_at is not None]
-        out.append(ParkedTask(node=p.task, kind=kind,  # type: ignore[arg-type]
+        out.append(ParkedTask(node=p.task, kind=kind,
                               waits_for=tuple(r.id for r in mine),
                               since_superstep=p.superstep, wake_at=min(due, default=None)))
     return tuple(out), plain

@@ -94,9 +94,13 @@ def after_claim(status: RunStatus, *, changed: bool) -> RunStatus:
     return RunStatus.RUNNING if changed or status is not RunStatus.WAITING else status
 
 
-def after_answers(status: RunStatus, *, requests_open: bool) -> Next:
-    """Answers recorded without executing: a waiting run left with no open request is queued."""
-    if status is RunStatus.WAITING and not requests_open:
+def after_answers(status: RunStatus, *, requests_open: bool, parked_freed: bool = False) -> Next:
+    """Answers recorded without executing: a waiting run left with no open request is queued.
+
+    ``parked_freed``: a parked task (``waits="branch"``) has no open wait left;
+    its branch can go on while other requests stay open, so the run is queued.
+    """
+    if status is RunStatus.WAITING and (not requests_open or parked_freed):
         return _to(RunStatus.QUEUED)
     return Next(status)
 

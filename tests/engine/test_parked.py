@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import Any
 
 from parkkit import Board, fork_join
 
-from durable_flow import NodeContext, ParkedTask, RunStatus, Runtime
+from durable_flow import (
+    END,
+    NodeContext,
+    ParkedTask,
+    RunStatus,
+    Runtime,
+    Workflow,
+    WorkflowBuilder,
+)
 
 
 async def test_other_branches_finish_while_a_request_waits_and_the_join_waits_for_it(
@@ -202,3 +211,37 @@ async def test_an_older_checkpoint_shows_what_its_parked_task_waited_for_then(
     assert then.pending_requests == ()  # answered since: nothing to answer there
     now = await rt.get_state("h1", r.checkpoint_id)
     assert [p.waits_for for p in now.parked] == [("ask@2#1",)]
+
+
+def two_asks() -> Workflow:
+    """start -> a, b (each asks); fan-in [a, b] -> join."""
+    b = WorkflowBuilder("two-asks", state=Board, waits="branch")
+
+    def asking(name: str) -> Any:
+        async def fn(state: Board, ctx: NodeContext) -> dict[str, Any]:
+            got = await ctx.request({"question": name}, response_type=str)
+            return {"log": [f"{name}={got}"]}
+        return fn
+
+    b.add_node("start", lambda s: {"log": ["start"]})
+    b.add_node("a", asking("a")).add_node("b", asking("b"))
+    b.add_node("join", lambda s: {"joined": True})
+    b.set_entry("start").add_edge("start", "a").add_edge("start", "b")
+    b.add_fan_in(["a", "b"], "join").add_edge("join", END)
+    return b.build()
+
+
+async def test_answering_one_of_two_parked_tasks_queues_the_run_for_that_branch(
+        rt: Runtime) -> None:
+    wf = two_asks()
+    r = await rt.run(wf, {}, run_id="two")
+    assert sorted(q.id for q in r.pending_requests) == ["a@2#0", "b@2#0"]
+    info = await rt.respond("two", {"b@2#0": "B"})
+    assert info.status is RunStatus.QUEUED  # b can go on although a still waits
+    r = await rt.resume(wf, "two")
+    assert r.status is RunStatus.WAITING and list(r.state.log) == ["start", "b=B"]
+    assert [p.node for p in (await rt.get_state("two")).parked] == ["a"]
+    assert not r.state.joined
+    r = await rt.resume(wf, "two", responses={"a@2#0": "A"})
+    assert r.status is RunStatus.COMPLETED and r.state.joined
+    assert list(r.state.log) == ["start", "b=B", "a=A"]

@@ -188,6 +188,8 @@ async def test_upgrading_merges_the_chunks_written_before_segments(
         conn.execute("UPDATE alembic_version SET version_num = '0004'")
         for column in ("claim_token", "start_attempts", "start_after"):  # added by 0006
             conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        conn.execute("ALTER TABLE checkpoints DROP COLUMN parked")  # added by 0009
+        conn.execute("ALTER TABLE requests DROP COLUMN parked")
         conn.execute("ALTER TABLE requests DROP COLUMN approval")  # added by 0008, with:
         for table in ("decisions", "notifications", "users"):
             conn.execute(f"DROP TABLE {table}")

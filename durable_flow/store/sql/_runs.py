@@ -217,14 +217,18 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes],
     run, now = t.run_from_row(rows[0]), utcnow()
     found = yield from fetch_each(q.req_get, [{"run_id": run_id, "request_id": rid}
                                               for rid in answers])
+    cols = q.req_get.columns
+    asked = [dict(zip(cols, rows[0], strict=True)) for rows in found if rows]
     # answers for parked tasks only are taken by the executor at its next barrier
-    parked = bool(answers) and all(rows and rows[0][q.req_get.columns.index("parked")]
-                                   for rows in found)
+    parked = bool(answers) and len(asked) == len(answers) and all(r["parked"] for r in asked)
     check_respondable(run, now, parked=parked)
     yield from _open_answers(q, run_id, answers, now, answerer)
     waits = yield from fetch(q.req_list[(True, False)], run_id=run_id, checkpoint_id=None)
     still_open = [w for w in waits if w["kind"] == "request"]  # timers and events do not count
-    nxt = after_answers(run.status, requests_open=bool(still_open))
+    # a parked task with nothing left to wait for can go on, whatever else still waits
+    busy = {(w["checkpoint_id"], w["node"]) for w in waits}
+    freed = any(r["parked"] and (r["checkpoint_id"], r["node"]) not in busy for r in asked)
+    nxt = after_answers(run.status, requests_open=bool(still_open), parked_freed=freed)
     if nxt.status is not run.status:
         yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
