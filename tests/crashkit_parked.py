@@ -1,7 +1,8 @@
 """A workflow with a parked task, and the child process that runs it and kills itself.
 
 Started as ``python tests/crashkit_parked.py DB RUN_ID`` (DB a SQLite path or a
-postgresql:// URL); it SIGKILLs itself at CRASH_POINT:
+postgresql:// URL); with SHAPE=nested, ``ask`` is a sub-workflow whose inner
+node asks. It SIGKILLs itself at CRASH_POINT:
 
 * ``parked``: right after the checkpoint that parks ``ask`` is saved;
 * ``answered``: inside ``w2``, right after it answered ``ask``'s request
@@ -29,7 +30,8 @@ from crashkit_waits import die, open_store, record
 from durable_flow import END, Blackboard, NodeContext, Runtime, WorkflowBuilder, append
 
 POINT = os.environ.get("CRASH_POINT", "")
-REQUEST = "ask@2#0"
+NESTED = os.environ.get("SHAPE") == "nested"
+REQUEST = "ask@2/approve@1#0" if NESTED else "ask@2#0"
 #: the runtime ``w2`` answers through (the child's, or the parent test's)
 ANSWERING: list[Runtime] = []
 
@@ -38,7 +40,23 @@ class Job(Blackboard):
     log: Annotated[list[str], append] = []
     answer: str = ""
     receipt: str = ""
+    seen: str = ""
     joined: bool = False
+
+
+async def ask(state: Job, ctx: NodeContext) -> dict[str, Any]:
+    """Charge once (a recorded step), ask, and say how much of the log it saw."""
+    record("ask")
+
+    def charge() -> str:
+        record("charge")
+        return "paid"
+
+    receipt = await ctx.step("charge", charge)
+    answer = await ctx.request({"question": "ship?"}, response_type=str)
+    if POINT == "rerun":
+        die()
+    return {"answer": answer, "receipt": receipt, "seen": f"saw {len(state.log)}"}
 
 
 def parked_job() -> Any:
@@ -50,19 +68,13 @@ def parked_job() -> Any:
         record("start")
         return {"log": ["start"]}
 
-    @b.node()
-    async def ask(state: Job, ctx: NodeContext) -> dict[str, Any]:
-        record("ask")
-
-        def charge() -> str:
-            record("charge")
-            return "paid"
-
-        receipt = await ctx.step("charge", charge)
-        answer = await ctx.request({"question": "ship?"}, response_type=str)
-        if POINT == "rerun":
-            die()
-        return {"answer": answer, "receipt": receipt, "log": [f"ask saw {len(state.log)}"]}
+    if NESTED:
+        inner = WorkflowBuilder("crash-parked-inner", state=Job)
+        inner.add_node("approve", ask).set_entry("approve").add_edge("approve", END)
+        b.add_subworkflow("ask", inner.build(), inputs=["log"],
+                          outputs=["answer", "receipt", "seen"])
+    else:
+        b.add_node("ask", ask)
 
     def chain(name: str) -> Any:
         async def work(state: Job, ctx: NodeContext) -> dict[str, Any]:
@@ -94,8 +106,8 @@ async def child(db: str, run_id: str) -> None:
         async for event in rt.stream(parked_job(), {}, run_id=run_id):
             if event.kind != "checkpoint_saved":
                 continue
-            nodes = event.data.get("nodes", [])
-            if (POINT == "parked" and event.superstep == 2) \
+            nodes = event.data.get("nodes", []) if event.namespace == "" else []
+            if (POINT == "parked" and event.superstep == 2 and event.namespace == "") \
                     or (POINT == "merged" and "ask" in nodes):
                 die()
 

@@ -3,8 +3,9 @@
 A child process runs a job whose ``ask`` parks while a chain goes on and
 answers it mid-run; it dies at each durable point (the park committed, the
 answer recorded while other branches run, the parked task running again,
-its update merged). The parent resumes: the final state equals an
-uninterrupted run's, the side effect ran once, and the request kept its id.
+its update merged), with ``ask`` a plain node or a sub-workflow whose inner
+node asks. The parent resumes: the final state equals an uninterrupted
+run's, the side effect ran once, and the request kept its id.
 """
 
 from __future__ import annotations
@@ -27,13 +28,25 @@ from durable_flow import RunLockedError, RunStatus, Runtime
 
 pytestmark = pytest.mark.crash
 KIT = Path(kit.__file__)
-FINAL = {"log": ["start", "w1", "w2", "ask saw 3", "w3", "join"], "answer": "yes",
-         "receipt": "paid", "joined": True}
+FINAL = {"log": ["start", "w1", "w2", "w3", "join"], "answer": "yes", "receipt": "paid",
+         "seen": "saw 3", "joined": True}
+# a sub-workflow's inner blackboard is its own: it keeps the input it started with
+NESTED_FINAL = {**FINAL, "seen": "saw 1"}
+
+
+@pytest.fixture(params=["plain", "nested"])
+def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``ask`` as a plain node, or as a sub-workflow whose inner node asks."""
+    monkeypatch.setenv("SHAPE", request.param)
+    monkeypatch.setattr(kit, "NESTED", request.param == "nested")
+    monkeypatch.setattr(kit, "REQUEST", "ask@2/approve@1#0" if request.param == "nested"
+                        else "ask@2#0")
+    yield request.param
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db(request: pytest.FixtureRequest, tmp_path: Path,
-       monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+       monkeypatch: pytest.MonkeyPatch, shape: str) -> Iterator[str]:
     monkeypatch.setenv("CRASH_LOG", str(tmp_path / "exec.log"))
     if request.param == "sqlite":
         yield str(tmp_path / "runs.db")
@@ -68,23 +81,28 @@ async def finish(db: str) -> tuple[Any, Any]:
         return r, requests
 
 
-async def test_an_uninterrupted_run_finishes_in_one_go(db: str, tmp_path: Path) -> None:
+def final(shape: str) -> dict[str, Any]:
+    return NESTED_FINAL if shape == "nested" else FINAL
+
+
+async def test_an_uninterrupted_run_finishes_in_one_go(db: str, tmp_path: Path,
+                                                      shape: str) -> None:
     log = tmp_path / "exec.log"
     assert spawn(db, log, "") == 0
     async with Runtime(kit.open_store(db)) as rt:
         snap = await rt.get_state("r1")
-    assert snap.status is RunStatus.COMPLETED and snap.values | FINAL == snap.values
+    assert snap.status is RunStatus.COMPLETED and snap.values | final(shape) == snap.values
     assert Counter(log.read_text().splitlines())["charge"] == 1
 
 
 @pytest.mark.parametrize("point", ["parked", "answered", "rerun", "merged"])
 async def test_killed_at_each_durable_point_the_run_ends_as_an_uninterrupted_one(
-        db: str, tmp_path: Path, point: str) -> None:
+        db: str, tmp_path: Path, point: str, shape: str) -> None:
     log = tmp_path / "exec.log"
     assert spawn(db, log, point) == -signal.SIGKILL
     r, requests = await finish(db)
     assert r.status is RunStatus.COMPLETED, r.error
-    assert {k: r.state.model_dump()[k] for k in FINAL} == FINAL
+    assert {k: r.state.model_dump()[k] for k in FINAL} == final(shape)
     ran = Counter(log.read_text().splitlines())
     assert ran["charge"] == 1  # the parked task's side effect, recorded at its anchor, once
     assert ran["start"] == ran["w1"] == ran["join"] == 1
