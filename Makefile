@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream clean
+.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -71,6 +71,12 @@ bench-crash: $(STAMP)
 # 10% more wall time); writes its section of bench/RESULTS.md (about two minutes).
 bench-stream: $(STAMP)
 	$(BIN)/python bench/streamlog.py --write
+
+# 8 branches, one waiting for an answer given after 1 s: wall time to the join with
+# waits="branch" against the default, alternating in one run; writes its section of
+# bench/RESULTS.md (about half a minute).
+bench-parked: $(STAMP)
+	$(BIN)/python bench/parked.py --write
 
 clean:
 	rm -rf $(VENV) demo.db demo.log site

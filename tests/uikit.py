@@ -17,17 +17,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durable_flow import END, Blackboard, Message, WorkflowBuilder
+from durable_flow import END, Blackboard, Message, WorkflowBuilder, append
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TARGETS = ["uikit:approval", "uikit:review", "uikit:parent", "uikit:slow"]
+TARGETS = ["uikit:approval", "uikit:review", "uikit:parent", "uikit:slow", "uikit:research"]
 
 
 class Draft(Blackboard):
@@ -111,6 +111,49 @@ def _slow() -> Any:
     return b.build()
 
 
+class Study(Blackboard):
+    topic: str = ""
+    notes: Annotated[list[str], append] = []
+    approved: bool = False
+
+
+#: set by a test to hold the research branch of ``research`` (None: it does not wait)
+research_gate: asyncio.Event | None = None
+
+
+def _research() -> Any:
+    """``waits="branch"``: research goes on while ``approve`` is parked; ``report`` joins both."""
+    b = WorkflowBuilder("research", state=Study, waits="branch")
+
+    @b.node()
+    async def brief(state: Study) -> dict[str, Any]:
+        return {}
+
+    @b.node()
+    async def approve(state: Study, ctx: Any) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"Fund {state.topic}?"}, response_type=bool)
+        return {"approved": ok}
+
+    @b.node()
+    async def market(state: Study) -> dict[str, Any]:
+        return {"notes": ["market"]}
+
+    @b.node()
+    async def check(state: Study) -> dict[str, Any]:
+        if research_gate is not None:
+            await research_gate.wait()
+        return {"notes": ["checked"]}
+
+    @b.node()
+    async def report(state: Study) -> dict[str, Any]:
+        return {"notes": ["report"]}
+
+    b.set_entry("brief").add_edge("brief", "approve").add_edge("brief", "market")
+    b.add_edge("market", "check").add_fan_in(["approve", "check"], "report")
+    b.add_edge("report", END)
+    return b.build()
+
+
 class Claim(Blackboard):
     claimant: str = ""
     amount: int = 0
@@ -145,6 +188,7 @@ expense = _expense()
 slow = _slow()
 review = _review()
 parent = _parent()
+research = _research()
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,14 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..model._records import (
+    CheckpointInfo,
+    ParkedTask,
+    PendingRequest,
+    RunInfo,
+    RunStatus,
+    Snapshot,
+)
 from ..model._task_id import TaskId, group_tasks
 from ._support import CliOptions, compact, jsonable
 
@@ -29,6 +36,7 @@ __all__ = [
     "emit_json",
     "history_table",
     "make_console",
+    "parked_text",
     "preview",
     "requests_table",
     "respond_command",
@@ -100,12 +108,13 @@ def runs_table(runs: Sequence[RunInfo]) -> Table:
 def history_table(checkpoints: Sequence[CheckpointInfo]) -> Table:
     """One row per checkpoint, newest first."""
     table = _table("superstep", "checkpoint", "created", "source", "status", "nodes",
-                   "routing reason", "size")
+                   "parked", "routing reason", "size")
     for c in checkpoints:
         ref = f"@{c.superstep}" if c.namespace == "" else str(c.superstep)
         table.add_row(ref, cell(c.id), when(c.created_at), c.source,
                       status_text(c.status), cell(tasks_text(c.nodes)),
-                      cell(c.routing_reason or ""), byte_size(c.size))
+                      cell(tasks_text(c.parked), "yellow"), cell(c.routing_reason or ""),
+                      byte_size(c.size))
     return table
 
 
@@ -140,6 +149,16 @@ def instance_counts(snap: Snapshot) -> list[str]:
     return lines
 
 
+def parked_text(task: ParkedTask) -> str:
+    """One parked task: ``approve since superstep 2, waits for request approve@2#0``.
+
+    A timer's wake time, or a deadline, follows as ``until ...``.
+    """
+    until = f" until {when(task.wake_at)}" if task.wake_at else ""
+    return (f"{task.node} since superstep {task.since_superstep}, waits for {task.kind} "
+            f"{', '.join(task.waits_for)}".rstrip() + until)
+
+
 def schema_summary(schema: dict[str, Any]) -> str:
     """A short name for the expected answer type."""
     kind = schema.get("type")
@@ -149,14 +168,22 @@ def schema_summary(schema: dict[str, Any]) -> str:
     return str(title) if title else preview(schema, 60)
 
 
-def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True) -> Table:
-    """The pending requests (the inbox)."""
-    columns = ("request", *(("run", "workflow") if with_run else ()), "node", "asked",
+def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True,
+                   statuses: Mapping[str, RunStatus] | None = None) -> Table:
+    """The pending requests (the inbox); ``statuses``: a column with each one's run status.
+
+    A request of a task parked by ``waits="branch"`` is open while its run is
+    still ``running``: the status column says so.
+    """
+    columns = ("request", *(("run", "workflow") if with_run else ()),
+               *(("run status",) if statuses is not None else ()), "node", "asked",
                "deadline", "payload", "expects")
     table = _table(*columns)
     for r in requests:
         run_cols = (cell(r.run_id), cell(r.workflow_name)) if with_run else ()
-        table.add_row(cell(r.id), *run_cols, cell(r.node), when(r.created_at),
+        status = statuses.get(r.run_id) if statuses is not None else None
+        status_col = () if statuses is None else (status_text(status) if status else "",)
+        table.add_row(cell(r.id), *run_cols, *status_col, cell(r.node), when(r.created_at),
                       when(r.expires_at) or "none", cell(preview(r.payload, 80)),
                       cell(schema_summary(r.response_schema)))
     return table
@@ -207,6 +234,7 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
              ("superstep", str(snap.superstep)),
              ("next tasks", cell(tasks_text(snap.next_tasks) or "(none)"))]
     rows += [("map", cell(line)) for line in instance_counts(snap)]
+    rows += [("parked", cell(parked_text(task), "yellow")) for task in snap.parked]
     if snap.error is not None:
         where = f" in {snap.error.node}" if snap.error.node else ""
         rows.append(("error", cell(f"{snap.error.type}{where}: {snap.error.message}", "red")))

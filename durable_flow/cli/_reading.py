@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..model._records import RunInfo
+from ..model._records import PendingRequest, RunInfo, RunStatus
 from ._db import find_run, inspected, opened, resolve_checkpoint
 from ._options import JsonOpt, NamespaceOpt, RunArg, StatusOpt, WorkflowNameOpt
 from ._output import (
@@ -179,7 +179,18 @@ def diff_values(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str,
 def inbox(ctx: typer.Context, workflow: WorkflowNameOpt = None, as_json: JsonOpt = False) -> None:
     """List every pending request across all runs and nesting levels, oldest first."""
     opts = options(ctx)
-    found = _read(opts, lambda rt: rt.pending_requests(workflow_name=workflow))
+
+    async def body(rt: Runtime) -> tuple[list[PendingRequest], dict[str, RunStatus]]:
+        requests = await rt.pending_requests(workflow_name=workflow)
+        statuses: dict[str, RunStatus] = {}
+        if as_json:
+            return requests, statuses
+        for run_id in dict.fromkeys(r.run_id for r in requests):
+            # a request can be open while its run still runs (a task parked by waits="branch")
+            statuses[run_id] = (await rt.get_run(run_id)).status
+        return requests, statuses
+
+    found, statuses = _read(opts, body)
     if as_json:
         emit_json(found)
         return
@@ -187,7 +198,7 @@ def inbox(ctx: typer.Context, workflow: WorkflowNameOpt = None, as_json: JsonOpt
     if not found:
         console.print(Text("no pending requests"))
         return
-    console.print(requests_table(found))
+    console.print(requests_table(found, statuses=statuses))
     db = shlex.join(["durable-flow", *opts.db_args])
     console.print(Text(f"answer with: {db} respond RUN REQUEST_ID --value JSON"), soft_wrap=True)
 

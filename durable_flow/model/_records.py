@@ -163,6 +163,8 @@ class CheckpointInfo:
     nodes: tuple[str, ...]
     routing_reason: str | None
     size: int = 0
+    #: the tasks parked at this checkpoint (``waits="branch"``), by task id
+    parked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,7 @@ def to_info(meta: CheckpointMeta) -> CheckpointInfo:
         id=meta.id, run_id=meta.run_id, namespace=meta.namespace, parent_id=meta.parent_id,
         superstep=meta.superstep, created_at=meta.created_at, status=meta.status,
         source=meta.source, nodes=meta.nodes, routing_reason=meta.routing_reason,
-        size=meta.size)
+        size=meta.size, parked=tuple(p.task for p in meta.parked))
 
 
 class Inspector:

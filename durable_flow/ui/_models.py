@@ -11,6 +11,7 @@ from ..model._decisions import Decision
 from ..model._records import (
     CheckpointInfo,
     ErrorInfo,
+    ParkedTask,
     PendingRequest,
     RunInfo,
     RunStatus,
@@ -24,6 +25,7 @@ __all__ = [
     "ForkIn",
     "HistoryOut",
     "InboxOut",
+    "ParkedOut",
     "ProblemOut",
     "ReassignIn",
     "RequestOut",
@@ -102,6 +104,7 @@ class CheckpointOut(BaseModel):
     nodes: list[str]
     routing_reason: str | None
     size: int
+    parked: list[str] = Field([], description="tasks parked at this checkpoint")
 
     @classmethod
     def of(cls, cp: CheckpointInfo) -> CheckpointOut:
@@ -109,7 +112,7 @@ class CheckpointOut(BaseModel):
         return cls(id=cp.id, run_id=cp.run_id, namespace=cp.namespace, parent_id=cp.parent_id,
                    superstep=cp.superstep, created_at=cp.created_at, status=cp.status,
                    source=cp.source, nodes=list(cp.nodes), routing_reason=cp.routing_reason,
-                   size=cp.size)
+                   size=cp.size, parked=list(cp.parked))
 
 
 class HistoryOut(BaseModel):
@@ -175,6 +178,22 @@ class InboxOut(BaseModel):
     next_after: str | None = Field(description="pass as after for the next page")
 
 
+class ParkedOut(BaseModel):
+    """A task waiting while its run goes on (``ParkedTask``, ``waits="branch"``)."""
+
+    node: str = Field(description="the task's path at its level")
+    kind: str = Field(description="request, event or timer")
+    waits_for: list[str] = Field(description="the open request ids, or the event's name")
+    since_superstep: int = Field(description="the superstep it parked in")
+    wake_at: datetime | None = Field(None, description="a timer's wake time")
+
+    @classmethod
+    def of(cls, task: ParkedTask) -> ParkedOut:
+        """The API form of a ``ParkedTask``."""
+        return cls(node=task.node, kind=task.kind, waits_for=list(task.waits_for),
+                   since_superstep=task.since_superstep, wake_at=task.wake_at)
+
+
 class SnapshotOut(BaseModel):
     """The state of a run at one checkpoint (``Snapshot``)."""
 
@@ -187,6 +206,7 @@ class SnapshotOut(BaseModel):
     values: dict[str, Any]
     error: ErrorOut | None
     next_tasks: list[str]
+    parked: list[ParkedOut] = Field([], description="tasks waiting while the run goes on")
     pending_requests: list[RequestOut]
     node_histories: dict[str, list[dict[str, Any]]]
     subworkflows: dict[str, SnapshotOut]
@@ -198,7 +218,7 @@ class SnapshotOut(BaseModel):
             run_id=snap.run_id, checkpoint_id=snap.checkpoint_id, namespace=snap.namespace,
             superstep=snap.superstep, status=snap.status, created_at=snap.created_at,
             values={k: plain(v) for k, v in snap.values.items()}, error=ErrorOut.of(snap.error),
-            next_tasks=list(snap.next_tasks),
+            next_tasks=list(snap.next_tasks), parked=[ParkedOut.of(p) for p in snap.parked],
             pending_requests=[RequestOut.of(r) for r in snap.pending_requests],
             node_histories={n: [plain(m) for m in ms] for n, ms in snap.node_histories.items()},
             subworkflows={n: cls.of(s) for n, s in snap.subworkflows.items()})

@@ -49,6 +49,7 @@ class RequestCard:
     continues_here: bool = False
     comment: str = ""
     """The comment typed in the form (shown again when the form comes back with problems)."""
+    run_status: RunStatus | None = None  # shown in the inbox: a run may go on while it asks
 
     @property
     def dom_id(self) -> str:
@@ -99,8 +100,10 @@ async def inbox_page(request: Request, svc: Service, workflow: str = "",
     person = request.state.principal
     tab = tab if tab in ("mine", "all") else ("all" if person is None else "mine")
     page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE)
-    cards = [RequestCard(r, build_form(r.response_schema))
-             for r in visible(page.requests, person, tab)]
+    shown = visible(page.requests, person, tab)
+    statuses = await svc.run_statuses(r.run_id for r in shown)
+    cards = [RequestCard(r, build_form(r.response_schema), run_status=statuses.get(r.run_id))
+             for r in shown]
     return render(request, "inbox.html", {"tab": tab, "person": person,
         "cards": cards, "workflow": workflow, "next_after": page.next_after,
         "first_page": not after, "known_workflows": sorted({n for n, _ in svc.workflows})})
@@ -186,7 +189,8 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "compare": compare,
         "changes": diff_values(compare.values, snap.values) if compare else None,
         "ns_tree": namespace_tree(await svc.namespaces(run_id)),
-        "mermaid": marked_mermaid(shown, current) if shown is not None else None,
+        "mermaid": marked_mermaid(shown, current, [p.node for p in snap.parked])
+        if shown is not None else None,
         "current": current, "can_fork": workflow is not None,
         "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
         "cards": [RequestCard(r, build_form(r.response_schema)) for r in head.pending_requests],

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -112,6 +112,19 @@ class UiService:
         page = [to_pending(r, schemas) for r in rows[:limit]]
         more = len(rows) > limit and page
         return InboxPage(page, encode_cursor(page[-1]) if more else None)
+
+    async def run_statuses(self, run_ids: Iterable[str]) -> dict[str, RunStatus]:
+        """The status of each of these runs (one read per distinct run; unknown ones left out).
+
+        The inbox shows it beside each request: with ``waits="branch"`` a
+        request can be open while its run is still ``running`` other branches.
+        """
+        statuses: dict[str, RunStatus] = {}
+        for run_id in dict.fromkeys(run_ids):
+            record = await self.runtime.store.get_run(run_id)
+            if record is not None:
+                statuses[run_id] = record.status
+        return statuses
 
     async def open_request(self, run_id: str, request_id: str) -> PendingRequest | None:
         """The request if it is still open, else None."""

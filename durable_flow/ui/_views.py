@@ -125,16 +125,19 @@ def subworkflow_at(workflow: Workflow, namespace: str) -> Workflow | None:
     return current
 
 
-def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
-    """The workflow's Mermaid flowchart with the ``current`` nodes highlighted.
+def marked_mermaid(workflow: Workflow, current: Iterable[str],
+                   parked: Iterable[str] = ()) -> str:
+    """The workflow's Mermaid flowchart with the ``current`` and ``parked`` nodes marked.
 
     Node ids in the chart follow the workflow's node order (``n0``, ``n1``,
     ...), as ``to_mermaid`` writes them; qualified paths and instance
-    suffixes are reduced to the node of this workflow.
+    suffixes are reduced to the node of this workflow. A parked node (a task
+    waiting while its run goes on, ``waits="branch"``) is drawn dashed in
+    its own colour, and not as current.
     """
     ids = {node: f"n{i}" for i, node in enumerate(workflow.nodes)}
-    marked = sorted({ids[n] for n in (TaskId.parse(c.split(".", 1)[0]).node for c in current)
-                     if n in ids})
+    waiting = _chart_ids(ids, parked)
+    marked = _chart_ids(ids, current) - waiting
     # the start and end points as small stadiums: the vendored renderer draws
     # labelled circles several times larger than the nodes
     chart = to_mermaid(workflow).replace('(("start"))', '(["start"])').replace(
@@ -142,8 +145,17 @@ def marked_mermaid(workflow: Workflow, current: Iterable[str]) -> str:
     lines = [chart.rstrip("\n")]
     if marked:
         lines.append("    classDef current fill:#ffd166,stroke:#b45309,stroke-width:3px")
-        lines.extend(f"    class {m} current" for m in marked)
+        lines.extend(f"    class {m} current" for m in sorted(marked))
+    if waiting:
+        lines.append("    classDef parked fill:#e0e7ff,stroke:#4338ca,stroke-width:3px,"
+                     "stroke-dasharray:6 3")
+        lines.extend(f"    class {m} parked" for m in sorted(waiting))
     return "\n".join(lines) + "\n"
+
+
+def _chart_ids(ids: Mapping[str, str], tasks: Iterable[str]) -> set[str]:
+    """The chart ids of the nodes ``tasks`` name (``review[2].legal`` is ``review``)."""
+    return {ids[n] for n in (TaskId.parse(t.split(".", 1)[0]).node for t in tasks) if n in ids}
 
 
 def visible(requests: Sequence[PendingRequest], person: Principal | None,
