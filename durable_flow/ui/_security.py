@@ -54,7 +54,8 @@ USER_SESSION_SECONDS = 12 * 3600
 CSRF_COOKIE = "durable_flow_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-Auth = Literal["open", "bearer", "cookie", "link", "user", "jwt"]
+Auth = Literal["open", "bearer", "cookie", "link", "user", "jwt", "public"]
+"""How a request was let in ("public": the app's own static assets, served to anyone)."""
 
 HEADERS = {
     "content-security-policy": (
