@@ -1,0 +1,125 @@
+"""Loads of a long run's head: ``python bench/loads.py [--sizes 1000,5000,20000] [--reps 5]``.
+
+Figures (ms, median of ``reps`` samples, each on a new ``SqliteStore``
+object): the engine's loader (``ThreadRunner.load``, what ``resume`` runs
+after its checks) and ``get_state`` of the head of a waiting run of N
+supersteps (the chain of ``longrun_work.py``: one ~200-byte message per
+superstep), a real ``resume`` with the answer (one sample), the ratio of the
+largest N to the smallest, and the worst and median superstep of a small run
+(500 supersteps) while a task on the same loop loads the largest run's head
+over and over. Every function returns a dict of figures, so another script
+can call them (``measure_loads``, ``measure_stall``, ``main``); the output is
+one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from longrun_work import TIMES, load_head, superstep_stats, workflow  # noqa: E402
+
+from durable_flow import RunStatus, Runtime, SqliteStore  # noqa: E402
+
+
+async def build_run(folder: Path, n: int) -> tuple[Path, str]:
+    """A waiting run of ``n`` supersteps in its own SQLite file; its path and run id."""
+    path = folder / f"loads{n}.db"
+    async with Runtime(SqliteStore(str(path), synchronous="normal")) as rt:
+        result = await rt.run(workflow(n), {}, run_id=f"long{n}", max_supersteps=n + 10)
+        assert result.status is RunStatus.WAITING, (result.status, result.error)
+    return path, result.run_id
+
+
+async def _sample(path: Path, fn: Any, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        async with Runtime(SqliteStore(str(path))) as rt:
+            t0 = time.perf_counter()
+            await fn(rt)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+async def measure_loads(path: Path, run_id: str, n: int, reps: int = 5) -> dict[str, float]:
+    """``loader_ms``, ``get_state_ms`` and ``resume_ms`` of the head of one run."""
+    wf = workflow(n)
+    async with Runtime(SqliteStore(str(path))) as rt:
+        head = (await rt.get_run(run_id)).head_checkpoint_id
+    out = {
+        "loader_ms": await _sample(path, lambda rt: load_head(rt.store, wf, run_id, head), reps),
+        "get_state_ms": await _sample(path, lambda rt: rt.get_state(run_id), reps),
+    }
+    async with Runtime(SqliteStore(str(path))) as rt:
+        (req,) = [p.id for p in await rt.pending_requests() if p.run_id == run_id]
+        t0 = time.perf_counter()
+        result = await rt.resume(wf, run_id, responses={req: True})
+        out["resume_ms"] = (time.perf_counter() - t0) * 1e3
+        assert result.status is RunStatus.COMPLETED, (result.status, result.error)
+    return out
+
+
+async def measure_stall(path: Path, run_id: str, n: int, small: int = 500) -> dict[str, Any]:
+    """A small run's supersteps alone, then beside a task loading ``run_id``'s head."""
+    wf = workflow(n)
+    async with Runtime(SqliteStore(str(path))) as rt:
+        head = (await rt.get_run(run_id)).head_checkpoint_id
+
+        async def run_small() -> dict[str, Any]:
+            TIMES.clear()
+            r = await rt.run(workflow(small, waiting=False), {}, max_supersteps=small + 10)
+            assert r.status is RunStatus.COMPLETED, (r.status, r.error)
+            return superstep_stats(list(TIMES), small)
+
+        alone = await run_small()
+        loads = [0]
+        stop = asyncio.Event()
+
+        async def reader() -> None:
+            while not stop.is_set():
+                await load_head(rt.store, wf, run_id, head)
+                loads[0] += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(reader())
+        await asyncio.sleep(0)
+        beside = await run_small()
+        stop.set()
+        await task
+    return {"alone_median_ms": alone["median_ms"], "alone_worst_ms": alone["worst_ms"],
+            "beside_median_ms": beside["median_ms"], "beside_worst_ms": beside["worst_ms"],
+            "worst_over_alone_median": beside["worst_ms"] / alone["median_ms"],
+            "loads_meanwhile": loads[0]}
+
+
+async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> dict[str, Any]:
+    """Every figure, as one dict."""
+    with tempfile.TemporaryDirectory() as tmp:
+        where = folder or Path(tmp)
+        out: dict[str, Any] = {"sizes": sizes, "loads": {}}
+        runs = {}
+        for n in sizes:
+            runs[n] = await build_run(where, n)
+            out["loads"][n] = await measure_loads(*runs[n], n, reps)
+            print(f"N={n}: {out['loads'][n]}", file=sys.stderr)
+        lo, hi = min(sizes), max(sizes)
+        out["ratio"] = {k: out["loads"][hi][k] / out["loads"][lo][k] for k in out["loads"][lo]}
+        out["stall"] = await measure_stall(*runs[hi], hi)  # its head, resumed: as long
+        return out
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,5000,20000")
+    p.add_argument("--reps", type=int, default=5)
+    a = p.parse_args()
+    print(json.dumps(asyncio.run(main([int(x) for x in a.sizes.split(",")], a.reps)), indent=1))
