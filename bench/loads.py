@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from longrun_work import TIMES, load_head, superstep_stats, workflow  # noqa: E402
+from longrun_work import TIMES, load_head, superstep_stats, workflow
 
-from durable_flow import RunStatus, Runtime, SqliteStore  # noqa: E402
+from durable_flow import RunStatus, Runtime, SqliteStore
 
 
 async def build_run(folder: Path, n: int) -> tuple[Path, str]:
