@@ -1,13 +1,14 @@
 """Loads of a long run's head: ``python bench/loads.py [--sizes 1000,5000,20000] [--reps 5]``.
 
 Figures (ms, median of ``reps`` samples, each on a new ``SqliteStore``
-object): the engine's loader (``ThreadRunner.load``, what ``resume`` runs
+object; wall and CPU time, CPU being the steadier on a shared machine): the
+engine's loader (``ThreadRunner.load``, what ``resume`` runs
 after its checks) and ``get_state`` of the head of a waiting run of N
 supersteps (the chain of ``longrun_work.py``: one ~200-byte message per
 superstep), a real ``resume`` with the answer (one sample), the ratio of the
 largest N to the smallest, and the worst and median superstep of a small run
-(500 supersteps) while a task on the same loop loads the largest run's head
-over and over. Every function returns a dict of figures, so another script
+(500 supersteps) alone and while a task on the same loop reads the largest
+run over and over (``get_state`` of its head, then the engine's loader). Every function returns a dict of figures, so another script
 can call them (``measure_loads``, ``measure_stall``, ``main``); the output is
 one JSON document.
 """
@@ -40,14 +41,16 @@ async def build_run(folder: Path, n: int) -> tuple[Path, str]:
     return path, result.run_id
 
 
-async def _sample(path: Path, fn: Any, reps: int) -> float:
-    times = []
+async def _sample(path: Path, fn: Any, reps: int) -> tuple[float, float]:
+    """Median wall and CPU ms of ``fn(rt)``, each sample on a new store object."""
+    wall, cpu = [], []
     for _ in range(reps):
         async with Runtime(SqliteStore(str(path))) as rt:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await fn(rt)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    return statistics.median(wall) * 1e3, statistics.median(cpu) * 1e3
 
 
 async def measure_loads(path: Path, run_id: str, n: int, reps: int = 5) -> dict[str, float]:
@@ -55,10 +58,11 @@ async def measure_loads(path: Path, run_id: str, n: int, reps: int = 5) -> dict[
     wf = workflow(n)
     async with Runtime(SqliteStore(str(path))) as rt:
         head = (await rt.get_run(run_id)).head_checkpoint_id
-    out = {
-        "loader_ms": await _sample(path, lambda rt: load_head(rt.store, wf, run_id, head), reps),
-        "get_state_ms": await _sample(path, lambda rt: rt.get_state(run_id), reps),
-    }
+    out: dict[str, float] = {}
+    out["loader_ms"], out["loader_cpu_ms"] = await _sample(
+        path, lambda rt: load_head(rt.store, wf, run_id, head), reps)
+    out["get_state_ms"], out["get_state_cpu_ms"] = await _sample(
+        path, lambda rt: rt.get_state(run_id), reps)
     async with Runtime(SqliteStore(str(path))) as rt:
         (req,) = [p.id for p in await rt.pending_requests() if p.run_id == run_id]
         t0 = time.perf_counter()
@@ -68,8 +72,12 @@ async def measure_loads(path: Path, run_id: str, n: int, reps: int = 5) -> dict[
     return out
 
 
-async def measure_stall(path: Path, run_id: str, n: int, small: int = 500) -> dict[str, Any]:
-    """A small run's supersteps alone, then beside a task loading ``run_id``'s head."""
+async def measure_stall(path: Path, run_id: str, n: int, small: int = 500,
+                        reader: str = "get_state") -> dict[str, Any]:
+    """A small run's supersteps alone, then beside a task reading ``run_id`` in a loop.
+
+    ``reader``: ``get_state`` (of the head) or ``loader`` (the engine's loader).
+    """
     wf = workflow(n)
     async with Runtime(SqliteStore(str(path))) as rt:
         head = (await rt.get_run(run_id)).head_checkpoint_id
@@ -86,7 +94,10 @@ async def measure_stall(path: Path, run_id: str, n: int, small: int = 500) -> di
 
         async def reader() -> None:
             while not stop.is_set():
-                await load_head(rt.store, wf, run_id, head)
+                if reader == "loader":
+                    await load_head(rt.store, wf, run_id, head)
+                else:
+                    await rt.get_state(run_id)
                 loads[0] += 1
                 await asyncio.sleep(0)
 
@@ -113,7 +124,8 @@ async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> d
             print(f"N={n}: {out['loads'][n]}", file=sys.stderr)
         lo, hi = min(sizes), max(sizes)
         out["ratio"] = {k: out["loads"][hi][k] / out["loads"][lo][k] for k in out["loads"][lo]}
-        out["stall"] = await measure_stall(*runs[hi], hi)  # its head, resumed: as long
+        for reader in ("get_state", "loader"):  # the head, resumed: as long
+            out[f"stall_{reader}"] = await measure_stall(*runs[hi], hi, reader=reader)
         return out
 
 

@@ -18,7 +18,7 @@ Loading a head (``load_head``, what ``ThreadRunner.load`` uses):
 * when every channel checks, the ``messages`` log is built without pydantic
   validation (:func:`trusted_messages`, each segment decoded on its own, the
   event loop given a turn between pieces), and node histories stay
-  :class:`LazyHistory`: a history becomes ``Message`` objects only when its
+  :class:`LazyLog`: a history becomes ``Message`` objects only when its
   node reads it (``ctx.history``) or a migration copies it; a history grown by
   a merge is not built;
 * a checkpoint without digests (written before they existed, or a fork's or
@@ -31,25 +31,24 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, overload
 
 import orjson
 
 from ..errors import CheckpointCorruptedError
 from ..model._blackboard import Blackboard, StateSchema
-from ..model._frozen import FrozenDict, FrozenList, freeze
-from ..model._messages import Message, ToolCall
-from ..model._serde import TAG_BYTES, as_bytes
+from ..model._frozen import Deferred, FrozenDict, FrozenList, LogBuffer, freeze
+from ..model._messages import Message, MessageList, ToolCall
+from ..model._serde import TAG_BYTES, as_bytes, decode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
-    "PIECE", "LazyHistory", "extend_digest", "load_head", "next_digests", "trusted_messages",
+    "LazyLog", "extend_digest", "load_head", "next_digests", "plain_state", "resolved",
+    "trusted_messages",
     "value_digest", "verified",
 ]
-
-#: Items built between two turns of the event loop.
-PIECE = 2000
 
 Digest = tuple[int, int]
 
@@ -196,39 +195,24 @@ def trusted_messages(items: list[Any]) -> list[Message]:
     return [_message(d) for d in items]
 
 
-async def _pieces(chunks: list[bytes], length: int) -> list[Message]:
-    """The first ``length`` messages of a trusted log, one stored row at a time."""
-    out: list[Message] = []
-    for chunk in chunks:
-        if len(out) >= length:
-            break
-        items = orjson.loads(chunk)
-        if type(items) is not list:
-            raise ValueError("a log chunk is not a JSON array")
-        items = items[:length - len(out)]
-        for i in range(0, len(items), PIECE):
-            out.extend(trusted_messages(items[i:i + PIECE]))
-            await asyncio.sleep(0)
-    if len(out) != length:
-        raise ValueError(f"log has {len(out)} items, checkpoint expects {length}")
-    return out
-
-
-# -- lazy histories --------------------------------------------------------------------
-class LazyHistory(Sequence[Message]):
-    """A node history the engine holds without building it until it is read.
+# -- lazy logs ------------------------------------------------------------------------
+class LazyLog(Deferred, Sequence[Message]):
+    """A messages log or node history the engine holds unbuilt until it is read.
 
     ``build`` makes the stored items (``length`` of them) into messages on
-    first read; ``grow`` (a merge) appends without building, ``shrink`` undoes
-    it. The engine passes it only to its own code and to the node's context,
-    which copies it into a list when the node asks for its history.
+    first read (:meth:`resolve`, once: the buffer is then the thread's log for
+    the rest of the execution); ``grow`` (a merge) appends without building,
+    ``shrink`` undoes it, and the length is known without building. A
+    blackboard built on it leaves the field out until the field is read
+    (``StateSchema.build``); a node's context copies its history into a list
+    when the node asks for it.
     """
 
     __slots__ = ("_build", "_built", "_length", "_tail")
 
     def __init__(self, build: Callable[[], list[Message]], length: int) -> None:
         self._build: Callable[[], list[Message]] | None = build
-        self._built: list[Message] | None = None
+        self._built: LogBuffer | None = None
         self._length = length
         self._tail: list[Message] = []
 
@@ -237,12 +221,13 @@ class LazyHistory(Sequence[Message]):
         """Whether the stored items were made into messages."""
         return self._built is not None
 
-    def _items(self) -> list[Message]:
+    def resolve(self) -> LogBuffer:
+        """The log as the engine's buffer, built on the first call."""
         if self._built is None:
             assert self._build is not None
             base = self._build()
             self._build = None
-            self._built = FrozenList._wrap([*base, *self._tail])
+            self._built = LogBuffer._wrap([*base, *self._tail])
             self._tail = []
         return self._built
 
@@ -256,10 +241,10 @@ class LazyHistory(Sequence[Message]):
     @overload
     def __getitem__(self, index: slice) -> Sequence[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
-        return self._items()[index]
+        return self.resolve()[index]
 
     def __iter__(self) -> Iterator[Message]:
-        return iter(self._items())
+        return iter(self.resolve())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
@@ -270,7 +255,7 @@ class LazyHistory(Sequence[Message]):
 
     def __repr__(self) -> str:
         state = "built" if self.built else "not built"
-        return f"LazyHistory({len(self)} messages, {state})"
+        return f"LazyLog({len(self)} messages, {state})"
 
     def grow(self, items: Iterable[Any]) -> None:
         """Append ``items`` (frozen on the way in), building nothing."""
@@ -278,14 +263,19 @@ class LazyHistory(Sequence[Message]):
         if self._built is None:
             self._tail.extend(new)
         else:
-            list.extend(self._built, new)
+            self._built.grow(new)
 
     def shrink(self, length: int) -> None:
         """Drop every item from ``length`` on (a merge that did not commit)."""
         if self._built is None and length >= self._length:
             del self._tail[length - self._length:]
         else:
-            list.__delitem__(self._items(), slice(length, None))
+            self.resolve().shrink(length)
+
+
+def resolved(value: Any) -> Any:
+    """``value``, a lazy log built (what leaves the engine must be a plain value)."""
+    return value.resolve() if isinstance(value, Deferred) else value
 
 
 # -- the head --------------------------------------------------------------------------
@@ -294,9 +284,9 @@ async def load_head(loaded: LoadedCheckpoint, schema: StateSchema,
     """The engine's typed state of ``loaded``; ``eager`` (``decode_checkpoint``) when untrusted.
 
     Trusted (every channel has a matching digest, and the blackboard's
-    ``messages`` is the standard field): the messages log is built in pieces
-    without validation, the other values validated as usual (they are small:
-    one value each), and node histories stay lazy.
+    ``messages`` is the standard field): the messages log and the node
+    histories are :class:`LazyLog`s, built when first read; the other values
+    are validated as usual (one value each).
     """
     from ._state import (
         HISTORY_PREFIX,
@@ -316,50 +306,147 @@ async def load_head(loaded: LoadedCheckpoint, schema: StateSchema,
     if channel is not None and (own is None or own.annotation
                                 != Blackboard.model_fields[MESSAGES].annotation):
         return eager(loaded, schema)
+    if any(TAG_BYTES in as_bytes(c) for chunks in loaded.logs.values() for c in chunks):
+        return eager(loaded, schema)  # tagged values in a log: the exact, validated path
     await asyncio.sleep(0)
     raw = raw_values(loaded, skip=MESSAGES if channel is not None else None)
-    chunks = [as_bytes(c) for c in loaded.logs.get(channel, [])] if channel else []
-    if any(TAG_BYTES in c for c in chunks):
-        return eager(loaded, schema)  # tagged values in messages: the validated path
     try:
-        log = FrozenList._wrap(await _pieces(chunks, meta.log_lengths[channel])) \
-            if channel is not None else FrozenList()
         state = schema.cls.model_validate(raw)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise corrupted(meta.run_id, meta.id, exc,
-                        f"channel {channel!r}" if channel else "") from None
+        raise corrupted(meta.run_id, meta.id, exc) from None
     values = frozen_values(schema, state)
+    source = _Source(loaded, channel)
     if channel is not None:
-        values[MESSAGES] = log
+        values[MESSAGES] = source.log
     histories: dict[str, Sequence[Message]] = {}
     for ch, length in meta.log_lengths.items():
         if ch.startswith(HISTORY_PREFIX):
-            histories[log_name(ch)[len(HISTORY_PREFIX):]] = LazyHistory(
-                _history_builder(loaded, ch, length, log), length)
+            histories[log_name(ch)[len(HISTORY_PREFIX):]] = LazyLog(
+                partial(source.history, ch, length), length)
     return ThreadState(meta=meta, values=values, histories=histories,  # type: ignore[arg-type]
                        value_bytes=dict(loaded.values))
 
 
-def _history_builder(loaded: LoadedCheckpoint, channel: str, length: int,
-                     log: Sequence[Message]) -> Callable[[], list[Message]]:
-    def build() -> list[Message]:
+class _Source:
+    """What one loaded checkpoint's lazy logs are built from (items decoded once)."""
+
+    def __init__(self, loaded: LoadedCheckpoint, channel: str | None) -> None:
+        self.loaded = loaded
+        self.channel = channel
+        self._plain: list[Any] | None = None
+        length = loaded.meta.log_lengths[channel] if channel is not None else 0
+        self.log = LazyLog(self._messages, length)
+
+    def _damage(self, exc: Exception, channel: str | None) -> CheckpointCorruptedError:
         from ._state import corrupted
 
-        meta = loaded.meta
+        meta = self.loaded.meta
+        return corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}")
+
+    def stored(self, channel: str) -> list[Any]:
+        """Every plain item the rows of a log channel hold (a segment may hold later ones)."""
+        chunks = [as_bytes(c) for c in self.loaded.logs.get(channel, [])]
+        items = orjson.loads(b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]")
+        return items  # type: ignore[no-any-return]
+
+    def items(self, channel: str, length: int) -> list[Any]:
+        """The first ``length`` plain items of a log channel."""
+        items = self.stored(channel)
+        if len(items) < length:
+            raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
+        return items[:length]
+
+    def plain_log(self) -> list[Any]:
+        """The messages log as stored items (decoded once, for histories' references)."""
+        if self._plain is None:
+            assert self.channel is not None
+            self._plain = self.items(self.channel, self.loaded.meta.log_lengths[self.channel])
+        return self._plain
+
+    def _messages(self) -> list[Message]:
         try:
-            chunks = [as_bytes(c) for c in loaded.logs.get(channel, [])]
-            joined = b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
-            items = orjson.loads(joined) if TAG_BYTES not in joined else None
-            if items is None:
-                from ._state import log_items
-                items = log_items(loaded, channel)
-                return [Message.model_validate(i) for i in items]
-            if has_refs(joined):
-                return [m if type(m) is Message else _message(m)
-                        for m in expand(items, lambda: log, length)]
-            if len(items) < length:
-                raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
-            return trusted_messages(items[:length])
+            return trusted_messages(self.plain_log() if self.channel else [])
         except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise self._damage(exc, self.channel) from None
+
+    def history(self, channel: str, length: int) -> list[Message]:
+        """A node history: references into the log share its messages once it is built."""
+        try:
+            if not self._has_refs(channel):
+                return trusted_messages(self.items(channel, length))
+            if self.channel is None:
+                raise ValueError("a history refers to a messages log the thread does not have")
+            log: Sequence[Any] = self.log.resolve() if self.log.built else self.plain_log()
+            return [m if type(m) is Message else _message(m)
+                    for m in expand(self.stored(channel), lambda: log, length)]
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise self._damage(exc, channel) from None
+
+    def _has_refs(self, channel: str) -> bool:
+        return any(has_refs(as_bytes(c)) for c in self.loaded.logs.get(channel, []))
+
+
+# -- plain state in pieces ---------------------------------------------------------------
+async def plain_state(loaded: LoadedCheckpoint
+                      ) -> tuple[dict[str, Any], dict[str, Sequence[Message]]]:
+    """``decode_plain`` (what ``get_state`` returns), one stored row at a time.
+
+    The same values and histories, but each row of a log is decoded on its
+    own with a turn of the event loop after it, so reading a long run's state
+    does not hold up the other tasks of the process; the messages log is
+    decoded once for every history that refers to it.
+    """
+    from ._state import DAMAGE, HISTORY_PREFIX, corrupted, damaged_item, log_channels, log_name
+
+    meta = loaded.meta
+    verified(loaded)
+    channel = ""
+    stored: dict[str, list[Any]] = {}
+    try:
+        raw: dict[str, Any] = {}
+        for channel, data in loaded.values.items():
+            raw[channel] = decode(data)
+        for channel in meta.log_lengths:
+            stored[channel] = await _rows(loaded.logs.get(channel, []))
+        for channel, length in meta.log_lengths.items():
+            if not log_name(channel).startswith(HISTORY_PREFIX):
+                raw[log_name(channel)] = _cut(stored[channel], length)
+    except DAMAGE as exc:
+        raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
+    messages = log_channels(meta).get(MESSAGES)
+    histories: dict[str, Sequence[Message]] = {}
+    for channel, length in meta.log_lengths.items():
+        if not channel.startswith(HISTORY_PREFIX):
+            continue
+        try:
+            items = stored[channel]
+            if any(has_refs(as_bytes(c)) for c in loaded.logs.get(channel, [])):
+                log = [] if messages is None else \
+                    _cut(stored[messages], meta.log_lengths[messages])
+                items = expand(items, lambda log=log: log, length)  # type: ignore[misc]
+            else:
+                items = _cut(items, length)
+        except DAMAGE as exc:
             raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
-    return build
+        histories[log_name(channel)[len(HISTORY_PREFIX):]] = MessageList(
+            items, partial(damaged_item, meta.run_id, meta.id, channel))
+        await asyncio.sleep(0)
+    return raw, histories
+
+
+async def _rows(chunks: list[bytes]) -> list[Any]:
+    """Every item of a log's rows, each row decoded on its own, the loop given a turn after it."""
+    out: list[Any] = []
+    for chunk in chunks:
+        items = decode(chunk)
+        if type(items) is not list:
+            raise ValueError("a log chunk is not a JSON array")
+        out.extend(items)
+        await asyncio.sleep(0)
+    return out
+
+
+def _cut(items: list[Any], length: int) -> list[Any]:
+    if not 0 <= length <= len(items):
+        raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
+    return items[:length]

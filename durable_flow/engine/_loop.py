@@ -50,7 +50,7 @@ from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
-from ._lazy import first_digests, load_head, next_digests
+from ._lazy import first_digests, load_head, next_digests, resolved
 from ._ownership import HandBack
 from ._resume import resume_point
 from ._run import RunContext
@@ -403,7 +403,7 @@ class ThreadRunner:
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
             raise raised
-        return {outer: outcome.state.values[inner] for outer, inner in sub.outputs.items()}
+        return {outer: resolved(outcome.state.values[inner]) for outer, inner in sub.outputs.items()}
 
     # outcomes -----------------------------------------------------------------
     async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:

@@ -21,12 +21,13 @@ from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..model._task_id import TaskId
 from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
-from ._lazy import LazyHistory, verified
+from ._lazy import LazyLog, verified
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
-    "decode_checkpoint", "decode_plain", "decode_raw", "encode_field", "frozen_values",
-    "log_channels", "log_items", "log_name", "raw_values", "self_contained", "stored_tasks",
+    "damaged_item", "decode_checkpoint", "decode_plain", "decode_raw", "encode_field",
+    "frozen_values", "log_channels", "log_items", "log_name", "raw_values", "self_contained",
+    "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -83,12 +84,12 @@ class LogGrowth:
     __slots__ = ("_before",)
 
     def __init__(self) -> None:
-        self._before: dict[int, tuple[LogBuffer | LazyHistory, int]] = {}
+        self._before: dict[int, tuple[LogBuffer | LazyLog, int]] = {}
 
     def append(self, current: Sequence[Any], items: Sequence[Any]) -> LogBuffer:
         """``current`` grown by ``items``: in place when it is already a buffer."""
-        lazy = type(current) is LogBuffer or type(current) is LazyHistory
-        buf: LogBuffer | LazyHistory = current if lazy else LogBuffer.of(current)  # type: ignore[assignment]
+        lazy = type(current) is LogBuffer or type(current) is LazyLog
+        buf: LogBuffer | LazyLog = current if lazy else LogBuffer.of(current)  # type: ignore[assignment]
         self._before.setdefault(id(buf), (buf, len(buf)))
         buf.grow(items)
         return buf  # type: ignore[return-value]  # a lazy history stays one
@@ -158,12 +159,13 @@ def decode_plain(loaded: LoadedCheckpoint
         if channel.startswith(HISTORY_PREFIX):
             histories[log_name(channel)[len(HISTORY_PREFIX):]] = MessageList(
                 log_items(loaded, channel),
-                partial(_damaged_item, meta.run_id, meta.id, channel))
+                partial(damaged_item, meta.run_id, meta.id, channel))
     return raw_values(loaded), histories
 
 
-def _damaged_item(run_id: str, checkpoint_id: str, channel: str,
-                  exc: Exception) -> CheckpointCorruptedError:
+def damaged_item(run_id: str, checkpoint_id: str, channel: str,
+                 exc: Exception) -> CheckpointCorruptedError:
+    """The error for an item of a history that is not a message (``MessageList``)."""
     return corrupted(run_id, checkpoint_id, exc, f"channel {channel!r}")
 
 

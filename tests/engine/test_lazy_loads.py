@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from durable_flow import (
     WorkflowBuilder,
 )
 from durable_flow.engine import _lazy
-from durable_flow.engine._lazy import LazyHistory
+from durable_flow.engine._lazy import LazyLog
 
 VALIDATED: list[int] = []
 
@@ -86,18 +87,27 @@ async def test_a_resumed_head_types_only_what_the_next_task_reads(
         runner = ThreadRunner(RunContext(rt.store, Lease(first.run_id, "", 0, None), "w",
                                          lambda e: None), chain())  # type: ignore[arg-type]
         state = await runner.load(head)
-        # the log is built without validating any message; the history is not built at all
-        assert "validate" not in seen and seen.count("built") == 300
-        history = state.histories["step"]
-        assert type(history) is LazyHistory and not history.built and len(history) == 300
-        assert [m.content for m in state.values["messages"]][-1] == "m299"
-        assert state.values["messages"][5].tool_calls[0].arguments == {"n": 5}
-        seen.clear()
-        assert history[299] == state.values["messages"][299] and history.built
-        assert "validate" not in seen
-        # resume: the node that reads its history sees typed messages
+        # nothing is validated, nothing built: the log and the history wait to be read
+        assert seen == []
+        log, history = state.values["messages"], state.histories["step"]
+        assert type(log) is LazyLog and not log.built and len(log) == 300
+        assert type(history) is LazyLog and not history.built and len(history) == 300
+        snapshot = state.node_view(runner.schema)
+        assert snapshot.count == 300 and seen == []
+        # read, the log is built once, without validation, nested models included
+        assert snapshot.messages[-1].content == "m299" and seen.count("built") == 300
+        assert snapshot.messages[5].tool_calls[0].arguments == {"n": 5}
+        assert snapshot.messages[5] == Message.assistant("m5", tool_calls=[
+            {"id": "c5", "name": "f", "arguments": {"n": 5}}], metadata={"n": 5})
+        assert state.node_view(runner.schema).messages is snapshot.messages
+        assert history[299] is snapshot.messages[299] and "validate" not in seen
+    seen.clear()
+    async with Runtime(SqliteStore(db)) as rt:
+        # resumed, the node reads its history only: 300 messages built, the log not typed
         done = await resume(rt, chain(read_history=True), first.run_id)
         assert done.status is RunStatus.COMPLETED and done.state.seen == 300, done.error
+        assert "validate" not in seen and seen.count("built") == 300
+        assert [m.content for m in done.state.messages] == [f"m{i}" for i in range(300)]
 
 
 async def resume(rt: Runtime, workflow: Any, run_id: str) -> Any:
@@ -149,22 +159,20 @@ async def test_rows_without_digests_are_validated_as_before(tmp_path: Path) -> N
             await resume(rt, chain(), second.run_id)
 
 
-async def test_a_large_load_lets_other_tasks_run(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A small run's supersteps interleave with a long run's head being built."""
-    monkeypatch.setattr(_lazy, "PIECE", 50)
+async def test_reading_a_long_run_lets_other_tasks_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small run's supersteps go on between the pieces of a long run's ``get_state``."""
     db = tmp_path / "big.db"
     async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
         big = await rt.run(chain(), {"limit": 2000}, max_supersteps=2100)
-        head = (await rt.get_run(big.run_id)).head_checkpoint_id
         events: list[str] = []
-        built = _lazy._message
+        decode = _lazy.decode
 
-        def trusted(d: Any) -> Message:
-            events.append("load")
-            return built(d)
+        def piece(data: Any) -> Any:
+            events.append("piece")
+            return decode(data)
 
-        monkeypatch.setattr(_lazy, "_message", trusted)
+        monkeypatch.setattr(_lazy, "decode", piece)
         small = WorkflowBuilder("small", state=Chat)
 
         @small.node()
@@ -173,17 +181,48 @@ async def test_a_large_load_lets_other_tasks_run(tmp_path: Path,
             return {"count": state.count + 1}
 
         small.set_entry("tick")
-        small.add_edge("tick", "tick", when=lambda s: s.count < 2000)
-        from durable_flow.engine._loop import RunContext, ThreadRunner
-        from durable_flow.store._protocols import Lease
-        runner = ThreadRunner(RunContext(rt.store, Lease(big.run_id, "", 0, None), "w",
-                                         lambda e: None), chain())  # type: ignore[arg-type]
-        running = asyncio.create_task(rt.run(small.build(), {}, max_supersteps=2100))
+        small.add_edge("tick", "tick", when=lambda s: s.count < 300)
+        running = asyncio.create_task(rt.run(small.build(), {}, max_supersteps=400))
         while events.count("tick") < 3:
             await asyncio.sleep(0.001)
-        await runner.load(head)
-        ran = await running
-    assert ran.status is RunStatus.COMPLETED and events.count("load") == 2000
-    first, last = events.index("load"), len(events) - 1 - events[::-1].index("load")
-    # the load was cut into pieces with supersteps of the small run between them
-    assert events[first:last].count("tick") >= 5, events[first:last].count("tick")
+        reads = 0
+        while not running.done():
+            events.append("read")
+            snap = await rt.get_state(big.run_id)
+            reads += 1
+        assert (await running).status is RunStatus.COMPLETED
+    assert len(snap.node_histories["step"]) == 2000
+    assert snap.values["messages"][1999]["content"] == "m1999"
+    # each read decodes its rows one at a time: the small run's supersteps come in between
+    cuts = [i for i, e in enumerate(events) if e == "piece"]
+    within = [events[a:b] for a, b in itertools.pairwise(cuts) if "read" not in events[a:b]]
+    assert sum("tick" in gap for gap in within) >= reads, (reads, len(cuts))
+
+
+def test_a_field_left_out_until_read_behaves_as_the_built_one() -> None:
+    """Every way of reading a snapshot sees a lazy log as the built value."""
+    import copy
+
+    from durable_flow.model._blackboard import schema_for
+    from durable_flow.model._frozen import freeze
+    from durable_flow.model._paths import resolve_path
+
+    said = [Message.user(f"q{i}") for i in range(3)]
+    schema = schema_for(Chat)
+    plain = schema.build(freeze({"count": 3, "limit": 0, "seen": -1, "messages": said}))
+
+    def lazy() -> Any:
+        log = LazyLog(lambda: list(said), 3)
+        return schema.build({"count": 3, "limit": 0, "seen": -1, "messages": log}), log
+
+    for read in (lambda b: b.model_dump(), lambda b: b.model_dump_json(), repr, list,
+                 lambda b: b == plain, lambda b: copy.copy(b), lambda b: copy.deepcopy(b),
+                 lambda b: b.model_copy(), lambda b: resolve_path(b, "messages.2.content"),
+                 lambda b: b.messages, freeze):
+        board, log = lazy()
+        assert not log.built and board.count == 3 and not log.built
+        assert read(board) == read(plain), read
+        assert log.built, read
+    board, _log = lazy()
+    assert board.model_fields_set == plain.model_fields_set
+    assert plain == board and board.messages is board.messages
