@@ -1,29 +1,32 @@
-"""Loading a thread's head for the engine: trusted bytes, typed lazily, in pieces.
+"""Loading a thread's head for the engine: trusted bytes, typed only where read.
 
-What this library wrote it trusts on read through a digest, instead of
-validating every item again. Each checkpoint the engine writes records in
-``CheckpointMeta.digests`` a ``(crc32, length)`` pair per channel it sees:
-for a value channel, of the value's bytes; for a log channel, of its items
-as the stored chunks join them (the chunks' insides, ``","`` between them,
-brackets left out), which is exactly the prefix a merged segment holds
-(``store/_segments.py``), so a checkpoint older than the segment checks too.
-A commit extends the digests of its base by the bytes it appends: O(bytes
-written).
+What this library wrote it trusts on read through a digest. Each checkpoint
+the engine writes records in ``CheckpointMeta.digests`` a ``(crc32,
+length)`` pair per channel it sees: for a value channel, of the value's
+bytes; for a log channel, of its items as the stored chunks join them (the
+chunks' insides, ``","`` between them, brackets left out), which is exactly
+the prefix a merged segment holds (``store/_segments.py``), so a checkpoint
+older than the segment checks too. A commit extends the digests of its base
+by the bytes it appends: O(bytes written).
 
 Loading a head (``load_head``, what ``ThreadRunner.load`` uses):
 
 * every channel with a digest is checked against the bytes read; a
-  mismatch, a log shorter than its digest, or bytes that do not decode raise
-  ``CheckpointCorruptedError`` before anything runs;
-* when every channel checks, the ``messages`` log is built without pydantic
-  validation (:func:`trusted_messages`, each segment decoded on its own, the
-  event loop given a turn between pieces), and node histories stay
-  :class:`LazyLog`: a history becomes ``Message`` objects only when its
-  node reads it (``ctx.history``) or a migration copies it; a history grown by
-  a merge is not built;
+  mismatch or a log shorter than its digest raises
+  ``CheckpointCorruptedError`` before anything runs (every decoder checks,
+  ``get_state``'s too);
+* when every channel checks, the ``messages`` log and the node histories
+  are :class:`LazyLog`s: the snapshot leaves the field out until a task
+  reads it (``StateSchema.build`` of a ``Deferred``), a history is built when
+  its node reads ``ctx.history``, merges grow them unbuilt; built, once per
+  execution, with pydantic's validation from the bytes in one call, measured
+  as fast as building the models unvalidated (``docs/architecture.md``);
 * a checkpoint without digests (written before they existed, or a fork's or
-  migration's copy) is validated item by item as before
+  migration's copy) is validated whole at load, as before
   (``decode_checkpoint``).
+
+``plain_state`` is ``get_state``'s decoding, one stored row at a time with a
+turn of the event loop after each.
 """
 
 from __future__ import annotations
@@ -34,19 +37,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, overload
 
-import orjson
-
 from ..errors import CheckpointCorruptedError
 from ..model._blackboard import Blackboard, StateSchema
-from ..model._frozen import Deferred, FrozenDict, FrozenList, LogBuffer, freeze
-from ..model._messages import Message, MessageList, ToolCall
-from ..model._serde import TAG_BYTES, as_bytes, decode
+from ..model._frozen import Deferred, LogBuffer, freeze
+from ..model._messages import Message, MessageList
+from ..model._serde import as_bytes, decode
 from ..store._protocols import CheckpointMeta, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
 
 __all__ = [
     "LazyLog", "extend_digest", "load_head", "next_digests", "plain_state", "resolved",
-    "trusted_messages",
     "value_digest", "verified",
 ]
 
@@ -132,67 +132,6 @@ def verified(loaded: LoadedCheckpoint) -> bool:
 def _mismatch(meta: CheckpointMeta, channel: str) -> CheckpointCorruptedError:
     return CheckpointCorruptedError(
         meta.run_id, meta.id, f"channel {channel!r}: the stored bytes do not match their digest")
-
-
-# -- trusted building ------------------------------------------------------------------
-_new = object.__new__
-_set = object.__setattr__
-_NO_DICT: FrozenDict = FrozenDict()
-_NO_LIST: FrozenList = FrozenList()
-_MESSAGE_KEYS = frozenset(Message.model_fields)
-_CALL_KEYS = frozenset(ToolCall.model_fields)
-
-
-def _model(cls: type[Any], data: dict[str, Any]) -> Any:
-    """An instance of a frozen model from data it wrote itself (its fields as dumped)."""
-    obj = _new(cls)
-    _set(obj, "__dict__", data)
-    _set(obj, "__pydantic_fields_set__", set(data))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
-
-
-def _call(d: Any) -> ToolCall:
-    if type(d) is not dict or not d.keys() <= _CALL_KEYS or "id" not in d or "name" not in d:
-        raise ValueError(f"not a stored tool call: {d!r:.60}")
-    fields = {"id": d["id"], "name": d["name"],
-              "arguments": freeze(d["arguments"]) if d.get("arguments") else _NO_DICT}
-    if type(fields["id"]) is not str or type(fields["name"]) is not str \
-            or type(fields["arguments"]) is not FrozenDict:
-        raise ValueError(f"not a stored tool call: {d!r:.60}")
-    call = _model(ToolCall, fields)
-    _set(call, "__pydantic_fields_set__", set(d))
-    return call  # type: ignore[no-any-return]
-
-
-def _message(d: Any) -> Message:
-    """A ``Message`` from its stored dict (only the fields that differ from their defaults)."""
-    if type(d) is not dict or not d.keys() <= _MESSAGE_KEYS or "role" not in d:
-        raise ValueError(f"not a stored message: {d!r:.60}")
-    calls = d.get("tool_calls")
-    meta = d.get("metadata")
-    fields = {
-        "role": d["role"], "content": d.get("content", ""), "name": d.get("name"),
-        "tool_calls": FrozenList._wrap([_call(c) for c in calls]) if calls else _NO_LIST,
-        "tool_call_id": d.get("tool_call_id"),
-        "metadata": freeze(meta) if meta else _NO_DICT,
-    }
-    if type(fields["metadata"]) is not FrozenDict:
-        raise ValueError(f"not a stored message: {d!r:.60}")
-    m = _model(Message, fields)
-    _set(m, "__pydantic_fields_set__", set(d))
-    return m  # type: ignore[no-any-return]
-
-
-def trusted_messages(items: list[Any]) -> list[Message]:
-    """``Message`` objects from items whose bytes matched their digest, without validation.
-
-    The items are what this library wrote (``Message.model_dump`` as stored),
-    so only their shape is checked: an item that is not one raises
-    ``ValueError`` (the caller's ``CheckpointCorruptedError``).
-    """
-    return [_message(d) for d in items]
 
 
 # -- lazy logs ------------------------------------------------------------------------
@@ -306,8 +245,6 @@ async def load_head(loaded: LoadedCheckpoint, schema: StateSchema,
     if channel is not None and (own is None or own.annotation
                                 != Blackboard.model_fields[MESSAGES].annotation):
         return eager(loaded, schema)
-    if any(TAG_BYTES in as_bytes(c) for chunks in loaded.logs.values() for c in chunks):
-        return eager(loaded, schema)  # tagged values in a log: the exact, validated path
     await asyncio.sleep(0)
     raw = raw_values(loaded, skip=MESSAGES if channel is not None else None)
     try:
@@ -322,68 +259,47 @@ async def load_head(loaded: LoadedCheckpoint, schema: StateSchema,
     for ch, length in meta.log_lengths.items():
         if ch.startswith(HISTORY_PREFIX):
             histories[log_name(ch)[len(HISTORY_PREFIX):]] = LazyLog(
-                partial(source.history, ch, length), length)
+                partial(source.history, ch), length)
     return ThreadState(meta=meta, values=values, histories=histories,  # type: ignore[arg-type]
                        value_bytes=dict(loaded.values))
 
 
 class _Source:
-    """What one loaded checkpoint's lazy logs are built from (items decoded once)."""
+    """What one loaded checkpoint's lazy logs are built from."""
 
     def __init__(self, loaded: LoadedCheckpoint, channel: str | None) -> None:
         self.loaded = loaded
         self.channel = channel
         self._plain: list[Any] | None = None
         length = loaded.meta.log_lengths[channel] if channel is not None else 0
-        self.log = LazyLog(self._messages, length)
+        self.log = LazyLog(self._log, length)
 
-    def _damage(self, exc: Exception, channel: str | None) -> CheckpointCorruptedError:
-        from ._state import corrupted
+    def _build(self, channel: str, refer: Callable[[], Sequence[Any]]) -> list[Message]:
+        from ._state import DAMAGE, corrupted, messages_of
 
         meta = self.loaded.meta
-        return corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}")
+        try:
+            return messages_of(self.loaded.logs.get(channel, []), meta.log_lengths[channel], refer)
+        except DAMAGE as exc:
+            raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
 
-    def stored(self, channel: str) -> list[Any]:
-        """Every plain item the rows of a log channel hold (a segment may hold later ones)."""
-        chunks = [as_bytes(c) for c in self.loaded.logs.get(channel, [])]
-        items = orjson.loads(b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]")
-        return items  # type: ignore[no-any-return]
+    def _log(self) -> list[Message]:
+        """The messages log, validated from its bytes in one call (the fast path measured)."""
+        return self._build(self.channel, list) if self.channel is not None else []
 
-    def items(self, channel: str, length: int) -> list[Any]:
-        """The first ``length`` plain items of a log channel."""
-        items = self.stored(channel)
-        if len(items) < length:
-            raise ValueError(f"log has {len(items)} items, checkpoint expects {length}")
-        return items[:length]
-
-    def plain_log(self) -> list[Any]:
-        """The messages log as stored items (decoded once, for histories' references)."""
+    def _referred(self) -> Sequence[Any]:
+        """What a history's references point into: the built log, else its plain items."""
+        if self.log.built or self.channel is None:
+            return self.log.resolve() if self.channel is not None else []
         if self._plain is None:
-            assert self.channel is not None
-            self._plain = self.items(self.channel, self.loaded.meta.log_lengths[self.channel])
+            from ._state import log_items
+
+            self._plain = log_items(self.loaded, self.channel)
         return self._plain
 
-    def _messages(self) -> list[Message]:
-        try:
-            return trusted_messages(self.plain_log() if self.channel else [])
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise self._damage(exc, self.channel) from None
-
-    def history(self, channel: str, length: int) -> list[Message]:
-        """A node history: references into the log share its messages once it is built."""
-        try:
-            if not self._has_refs(channel):
-                return trusted_messages(self.items(channel, length))
-            if self.channel is None:
-                raise ValueError("a history refers to a messages log the thread does not have")
-            log: Sequence[Any] = self.log.resolve() if self.log.built else self.plain_log()
-            return [m if type(m) is Message else _message(m)
-                    for m in expand(self.stored(channel), lambda: log, length)]
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise self._damage(exc, channel) from None
-
-    def _has_refs(self, channel: str) -> bool:
-        return any(has_refs(as_bytes(c)) for c in self.loaded.logs.get(channel, []))
+    def history(self, channel: str) -> list[Message]:
+        """A node history: references share the log's messages once it is built."""
+        return self._build(channel, self._referred)
 
 
 # -- plain state in pieces ---------------------------------------------------------------

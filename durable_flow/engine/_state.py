@@ -26,8 +26,8 @@ from ._lazy import LazyLog, verified
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
     "damaged_item", "decode_checkpoint", "decode_plain", "decode_raw", "encode_field",
-    "frozen_values", "log_channels", "log_items", "log_name", "raw_values", "self_contained",
-    "stored_tasks",
+    "frozen_values", "log_channels", "log_items", "log_name", "messages_of", "raw_values",
+    "self_contained", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -212,7 +212,7 @@ def _messages_log(loaded: LoadedCheckpoint) -> list[Message]:
     if channel is None:
         return []
     try:
-        return _messages(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
+        return messages_of(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc,
                         f"channel {MESSAGES!r}") from None
@@ -227,7 +227,7 @@ def _histories(loaded: LoadedCheckpoint,
     try:
         for channel, length in meta.log_lengths.items():
             if channel.startswith(HISTORY_PREFIX):
-                histories[log_name(channel)[len(HISTORY_PREFIX):]] = _messages(
+                histories[log_name(channel)[len(HISTORY_PREFIX):]] = messages_of(
                     loaded.logs.get(channel, []), length, messages)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
@@ -242,9 +242,9 @@ def frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
     return {name: freeze(value) for name, value in values.items()}
 
 
-def _messages(chunks: list[bytes], length: int,
-              messages: Callable[[], Sequence[Any]]) -> list[Message]:
-    """A node history; untagged JSON is validated straight from bytes (no dicts built).
+def messages_of(chunks: list[bytes], length: int,
+                messages: Callable[[], Sequence[Any]]) -> list[Message]:
+    """A messages log or node history; untagged JSON is validated straight from bytes.
 
     References to the messages log are expanded from ``messages`` (validated
     messages pass through validation as they are).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import sqlite3
 from pathlib import Path
@@ -19,7 +20,7 @@ from durable_flow import (
     SqliteStore,
     WorkflowBuilder,
 )
-from durable_flow.engine import _lazy
+from durable_flow.engine import _lazy, _state
 from durable_flow.engine._lazy import LazyLog
 
 VALIDATED: list[int] = []
@@ -53,24 +54,23 @@ def chain(read_history: bool = False) -> Any:
     return b.build()
 
 
-def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Count every ``Message`` validated or built without validation."""
-    seen: list[str] = []
-    original = Message.model_validate.__func__  # type: ignore[attr-defined]
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each build of a log or history made (``messages_of``)."""
+    seen: list[int] = []
+    original = _state.messages_of
 
-    def validate(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append("validate")
-        return original(cls, *args, **kwargs)
+    def counted(*args: Any) -> list[Message]:
+        out = original(*args)
+        seen.append(len(out))
+        return out
 
-    built = _lazy._message
-
-    def trusted(d: Any) -> Message:
-        seen.append("built")
-        return built(d)
-
-    monkeypatch.setattr(Message, "model_validate", classmethod(validate))
-    monkeypatch.setattr(_lazy, "_message", trusted)
+    monkeypatch.setattr(_state, "messages_of", counted)
     return seen
+
+
+def live_messages() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, Message))
 
 
 async def test_a_resumed_head_types_only_what_the_next_task_reads(
@@ -86,27 +86,30 @@ async def test_a_resumed_head_types_only_what_the_next_task_reads(
     async with Runtime(SqliteStore(db)) as rt:
         runner = ThreadRunner(RunContext(rt.store, Lease(first.run_id, "", 0, None), "w",
                                          lambda e: None), chain())  # type: ignore[arg-type]
+        before = live_messages()
         state = await runner.load(head)
-        # nothing is validated, nothing built: the log and the history wait to be read
-        assert seen == []
+        # nothing is built: the log and the history wait to be read
+        assert seen == [] and live_messages() == before
         log, history = state.values["messages"], state.histories["step"]
         assert type(log) is LazyLog and not log.built and len(log) == 300
         assert type(history) is LazyLog and not history.built and len(history) == 300
         snapshot = state.node_view(runner.schema)
-        assert snapshot.count == 300 and seen == []
-        # read, the log is built once, without validation, nested models included
-        assert snapshot.messages[-1].content == "m299" and seen.count("built") == 300
+        assert snapshot.count == 300 and seen == [] and live_messages() == before
+        # read, the log is built once, nested models included
+        assert snapshot.messages[-1].content == "m299" and seen == [300]
+        assert live_messages() == before + 300
         assert snapshot.messages[5].tool_calls[0].arguments == {"n": 5}
         assert snapshot.messages[5] == Message.assistant("m5", tool_calls=[
             {"id": "c5", "name": "f", "arguments": {"n": 5}}], metadata={"n": 5})
         assert state.node_view(runner.schema).messages is snapshot.messages
-        assert history[299] is snapshot.messages[299] and "validate" not in seen
+        # the history refers to the log: it shares the log's messages
+        assert history[299] is snapshot.messages[299] and live_messages() == before + 300
     seen.clear()
     async with Runtime(SqliteStore(db)) as rt:
         # resumed, the node reads its history only: 300 messages built, the log not typed
         done = await resume(rt, chain(read_history=True), first.run_id)
         assert done.status is RunStatus.COMPLETED and done.state.seen == 300, done.error
-        assert "validate" not in seen and seen.count("built") == 300
+        assert seen == [300]  # its history only: the log was never typed
         assert [m.content for m in done.state.messages] == [f"m{i}" for i in range(300)]
 
 
