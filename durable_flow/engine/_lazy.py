@@ -339,7 +339,7 @@ async def plain_state(loaded: LoadedCheckpoint
             if any(has_refs(as_bytes(c)) for c in loaded.logs.get(channel, [])):
                 log = [] if messages is None else \
                     _cut(stored[messages], meta.log_lengths[messages])
-                items = expand(items, lambda log=log: log, length)  # type: ignore[misc]
+                items = await _expand(items, log, length)
             else:
                 items = _cut(items, length)
         except DAMAGE as exc:
@@ -348,6 +348,23 @@ async def plain_state(loaded: LoadedCheckpoint
             items, partial(damaged_item, meta.run_id, meta.id, channel))
         await asyncio.sleep(0)
     return raw, histories
+
+
+#: History items expanded between two turns of the event loop.
+PIECE = 2000
+
+
+async def _expand(items: list[Any], log: list[Any], length: int) -> list[Any]:
+    """``expand`` a slice of ``PIECE`` items at a time, the loop given a turn after each."""
+    out: list[Any] = []
+    for i in range(0, len(items), PIECE):
+        if len(out) >= length:
+            break
+        out.extend(expand(items[i:i + PIECE], lambda: log, length - len(out), whole=False))
+        await asyncio.sleep(0)
+    if len(out) < length:
+        raise ValueError(f"log has {len(out)} items, checkpoint expects {length}")
+    return out
 
 
 async def _rows(chunks: list[bytes]) -> list[Any]:
