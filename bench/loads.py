@@ -8,9 +8,11 @@ supersteps (the chain of ``longrun_work.py``: one ~200-byte message per
 superstep), a real ``resume`` with the answer (one sample), the ratio of the
 largest N to the smallest, and the worst and median superstep of a small run
 (500 supersteps) alone and while a task on the same loop reads the largest
-run over and over (``get_state`` of its head, then the engine's loader). Every function returns a dict of figures, so another script
-can call them (``measure_loads``, ``measure_stall``, ``main``); the output is
-one JSON document.
+run over and over (``get_state`` of its head, then the engine's loader).
+Every function returns a dict of figures, so another script can call them
+(``measure_loads``, ``measure_stall``, ``main``); the output is one JSON
+document. ``--write`` puts a section in ``bench/RESULTS.md`` (``--before
+JSON``: the figures of the code before a change, printed beside).
 """
 
 from __future__ import annotations
@@ -129,9 +131,60 @@ async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> d
         return out
 
 
+def render(after: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The ``loads-engine`` section of ``bench/RESULTS.md``: figures, and the "before" beside."""
+    from sections import markers
+
+    start, end = markers("loads-engine")
+    cols = [("loader_cpu_ms", "engine loader, CPU ms"), ("get_state_cpu_ms", "get_state, CPU ms"),
+            ("loader_ms", "engine loader, wall ms"), ("get_state_ms", "get_state, wall ms"),
+            ("resume_ms", "resume, wall ms (1 sample)")]
+    lines = [start, "## Loads of a long run's head (`bench/loads.py`)", "",
+             "SQLite, the chain of `longrun_work.py` ending waiting at N supersteps; median of "
+             "the samples, each on a new store object. Before: the same script on the code "
+             "before the change (`PYTHONPATH`).", "",
+             "| figure | " + " | ".join(f"N = {n:,}" for n in after["sizes"])
+             + f" | {max(after['sizes']):,} / {min(after['sizes']):,} |",
+             "|---" * (len(after["sizes"]) + 2) + "|"]
+    for key, label in cols:
+        for name, res in (("before", before), ("after", after)):
+            if res is None:
+                continue
+            if key not in res["ratio"]:
+                continue
+            row = [f"{res['loads'][str(n)][key]:.2f}" for n in after["sizes"]]
+            lines.append(f"| {label}, {name} | " + " | ".join(row)
+                         + f" | {res['ratio'][key]:.2f}x |")
+    lines += ["", "A small run (500 supersteps) on the same event loop as a task reading the "
+              "largest run over and over, ms:", "",
+              "| reader | alone median | alone worst | beside median | beside worst | "
+              "worst / alone median | reads meanwhile |", "|---|---|---|---|---|---|---|"]
+    for name, res in (("before", before), ("after", after)):
+        for reader in ("get_state", "loader"):
+            if res is None or f"stall_{reader}" not in res:
+                continue
+            st = res[f"stall_{reader}"]
+            lines.append(f"| {reader}, {name} | {st['alone_median_ms']:.2f} | "
+                         f"{st['alone_worst_ms']:.2f} | {st['beside_median_ms']:.2f} | "
+                         f"{st['beside_worst_ms']:.2f} | {st['worst_over_alone_median']:.1f}x | "
+                         f"{st['loads_meanwhile']} |")
+    lines.append(end)
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,5000,20000")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--before", help="the JSON this script printed on the code before a change")
+    p.add_argument("--write", action="store_true", help="write the section of bench/RESULTS.md")
     a = p.parse_args()
-    print(json.dumps(asyncio.run(main([int(x) for x in a.sizes.split(",")], a.reps)), indent=1))
+    figures = json.loads(json.dumps(
+        asyncio.run(main([int(x) for x in a.sizes.split(",")], a.reps))))  # keys as JSON has them
+    print(json.dumps(figures, indent=1))
+    if a.write:
+        from sections import replace_section
+
+        before = json.loads(Path(a.before).read_text()) if a.before else None
+        replace_section(Path(__file__).parent / "RESULTS.md", "loads-engine",
+                        render(figures, before))
