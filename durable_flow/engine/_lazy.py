@@ -118,15 +118,37 @@ def verified(loaded: LoadedCheckpoint) -> bool:
         if d is None:
             complete = False
             continue
-        chunks = [as_bytes(c) for c in loaded.logs.get(ch, [])]
-        if any(c[:1] != b"[" or c[-1:] != b"]" for c in chunks):
-            raise _mismatch(meta, ch)
-        inner = b",".join(c[1:-1] for c in chunks if len(c) > 2)
-        crc, n = d
-        if (len(inner) < n or zlib.crc32(memoryview(inner)[:n]) != crc
-                or (0 < n < len(inner) and inner[n:n + 1] != b",")):
+        if not _log_matches([as_bytes(c) for c in loaded.logs.get(ch, [])], *d):
             raise _mismatch(meta, ch)
     return complete
+
+
+def _log_matches(chunks: list[bytes], crc: int, n: int) -> bool:
+    """Whether the first ``n`` bytes of the chunks' joined items have checksum ``crc``.
+
+    Summed in place, a chunk at a time (nothing copied); the ``n`` bytes must
+    end where an item does (a ``","`` follows, or nothing).
+    """
+    if n == 0:
+        return crc == 0
+    acc = seen = 0
+    for c in chunks:
+        if c[:1] != b"[" or c[-1:] != b"]":
+            return False
+        if len(c) <= 2:
+            continue
+        piece = memoryview(c)[1:-1]
+        if seen:  # a "," joins this chunk's items to those before
+            if seen == n:
+                return acc == crc  # the prefix ends where this chunk begins
+            acc = zlib.crc32(b",", acc)
+            seen += 1
+        take = min(len(piece), n - seen)
+        acc = zlib.crc32(piece[:take], acc)
+        seen += take
+        if take < len(piece):
+            return acc == crc and piece[take] == 0x2C  # an item ends here: a "," follows
+    return seen == n and acc == crc
 
 
 def _mismatch(meta: CheckpointMeta, channel: str) -> CheckpointCorruptedError:

@@ -229,3 +229,29 @@ def test_a_field_left_out_until_read_behaves_as_the_built_one() -> None:
     board, _log = lazy()
     assert board.model_fields_set == plain.model_fields_set
     assert plain == board and board.messages is board.messages
+
+
+def test_a_log_digest_checks_every_prefix_chunked_or_merged() -> None:
+    """A checkpoint's digest fits its chunks and any segment merged from them; a byte changed does not."""
+    import random
+
+    from durable_flow.engine._lazy import _log_matches, extend_digest
+
+    rng = random.Random(7)
+    for _ in range(500):
+        chunks: list[bytes] = []
+        digests = []
+        digest = None
+        for _ in range(rng.randint(1, 6)):
+            items = [b'"%d"' % rng.randint(0, 999) for _ in range(rng.randint(0, 3))]
+            chunks.append(b"[" + b",".join(items) + b"]")
+            digest = extend_digest(digest, chunks[-1])
+            digests.append(digest)
+        segment = b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
+        for d in digests:  # every checkpoint of the block, before and after the merge
+            assert _log_matches(chunks, *d) and _log_matches([segment], *d)
+        if digests[-1][1]:
+            spoiled = bytearray(segment)
+            at = rng.randrange(1, len(spoiled) - 1)
+            spoiled[at] ^= 0x01
+            assert not _log_matches([bytes(spoiled)], *digests[-1])
