@@ -255,3 +255,24 @@ def test_a_log_digest_checks_every_prefix_chunked_or_merged() -> None:
             at = rng.randrange(1, len(spoiled) - 1)
             spoiled[at] ^= 0x01
             assert not _log_matches([bytes(spoiled)], *digests[-1])
+
+
+async def test_a_fork_is_trusted_like_the_run_it_copies(tmp_path: Path) -> None:
+    """A fork's self-contained copy carries digests of what it wrote, and loads lazily."""
+    db = tmp_path / "fork.db"
+    async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
+        first = await rt.run(chain(), {"limit": 30}, max_supersteps=40)
+        head = (await rt.get_run(first.run_id)).head_checkpoint_id
+        forked = await rt.fork(chain(), first.run_id, head)
+        assert forked.status is RunStatus.WAITING
+        metas = await rt.store.list_checkpoints(forked.run_id)
+        assert metas and all(m.digests for m in metas)
+        from durable_flow.engine._loop import RunContext, ThreadRunner
+        from durable_flow.store._protocols import Lease
+        runner = ThreadRunner(RunContext(rt.store, Lease(forked.run_id, "", 0, None), "w",
+                                         lambda e: None), chain())  # type: ignore[arg-type]
+        state = await runner.load(metas[0].id)
+        assert type(state.values["messages"]) is LazyLog
+        assert [m.content for m in state.values["messages"]] == [f"m{i}" for i in range(30)]
+        done = await resume(rt, chain(read_history=True), forked.run_id)
+        assert done.status is RunStatus.COMPLETED and done.state.seen == 30
