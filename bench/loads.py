@@ -173,7 +173,8 @@ async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> d
         return out
 
 
-def render(after: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+def render(after: dict[str, Any], before: dict[str, Any] | None = None,
+           notes: str = "") -> str:
     """The ``loads-engine`` section of ``bench/RESULTS.md``: figures, and the "before" beside."""
     from sections import markers
 
@@ -212,6 +213,8 @@ def render(after: dict[str, Any], before: dict[str, Any] | None = None) -> str:
                          f"{st['alone_worst_ms']:.2f} | {st['beside_median_ms']:.2f} | "
                          f"{st['beside_worst_ms']:.2f} | {st['worst_over_alone_median']:.1f}x | "
                          f"{st['loads_meanwhile']} |")
+    if notes:
+        lines += ["", notes]
     lines.append(end)
     return "\n".join(lines)
 
