@@ -119,6 +119,9 @@ class CheckpointMeta:
     task_args: dict[str, bytes] = field(default_factory=dict)
     # the tasks parked at this checkpoint (``waits="branch"``), by task id order
     parked: tuple[ParkedRow, ...] = ()
+    # ``(crc32, length)`` of the bytes each channel it sees was written as (the engine's
+    # ``engine/_digests.py``); empty for checkpoints written before, or by copies
+    digests: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,8 @@ class CheckpointTable(_TableModel, table=True):
     task_args: str | None = Field(default=None, sa_type=Text)
     # added by migration 0009: the tasks parked at this checkpoint (JSON list), NULL for none
     parked: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0011: {channel: [crc32, length]} of the bytes the engine wrote
+    digests: str | None = Field(default=None, sa_type=Text)
 
 
 class ChannelValueTable(_TableModel, table=True):
