@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..engine._fork import check_no_recorded_work, commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
@@ -514,7 +514,10 @@ class Runtime(RuntimeApprovals):
 
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
         """Every open request across all runs and nesting levels, oldest first."""
-        schemas: dict[bytes, Any] = {}
+        views = getattr(self.store, "pending_views", None)  # SQL stores: straight from the rows
+        if views is not None and (found := await views(workflow_name=workflow_name)) is not None:
+            return cast("list[PendingRequest]", found)
+        schemas: dict[bytes, Any] = {}  # otherwise (or a damaged row, to name it) the usual way
         return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]
 

@@ -360,6 +360,11 @@ class Queries:
         self.req_inbox = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
                           for k, s in _variants(inbox, [*_where(reqs, "workflow_name"), after]).items()
                           for paged in (False, True)}
+        # the whole inbox as people see it: only the columns a PendingRequest shows (_inbox.py)
+        shown = [reqs.c[n] for n in ("request_id", "run_id", "workflow_name", "node", "payload",
+                                     "response_schema", "created_at", "expires_at", "approval")]
+        self.req_views = {k[0]: c(s.with_only_columns(*shown)) for k, s in _variants(
+            inbox, _where(reqs, "workflow_name")).items()}
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
