@@ -60,7 +60,7 @@ import importlib
 from collections.abc import Callable
 from functools import partial
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -77,6 +77,7 @@ from tenacity import (
 
 from ..errors import InvalidInputError, RunLockedError, StoreError
 from ._pg_advance import commit_advancing
+from ._pg_reads import read_alone
 from ._pg_session import OwnConnection, SessionLimits
 from ._protocols import Commit, Lease
 from .sql import _migrate
@@ -234,6 +235,11 @@ class _PostgresDriver:
 
     async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool) -> T:
         async with self._pool.acquire() as conn:
+            if not write:  # a read of one statement needs no BEGIN/COMMIT (_pg_reads.py)
+                alone, value = await read_alone(conn, tx, partial(self._perform, conn),
+                                                self._closed, _ConnectionLost)
+                if alone:
+                    return cast(T, value)
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
             try:
