@@ -2,18 +2,16 @@
 
 A read transaction (``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY``,
 the statements, ``COMMIT``) costs two round trips more than its statements.
-Most reads are one statement (a run, a checkpoint's task writes, a node's
-steps, a run's requests), and one statement alone already reads one
-snapshot: sent on its own it is its own transaction, one request and one
-reply, and it sees exactly what it would see inside one.
+Many reads are one statement (a run, a checkpoint's task writes, a node's
+steps, a run's requests, the inbox), and one statement alone already reads
+one snapshot: sent on its own it is its own transaction, one request and
+one reply, and it sees exactly what it would see inside one.
 
-:func:`read_alone` sends a read's first statement that way. A read that
-then asks for a second statement is not one: its generator is dropped and
-the read runs again in its transaction (the first answer is not used, so
-the two statements still share one snapshot), and its function is
-remembered to go straight to the transaction from then on. Only a plain
-query (``Fetch``) goes alone; a read that starts otherwise uses its
-transaction.
+:data:`ONE_STATEMENT` names the read functions that are one query;
+:func:`read_alone` sends theirs that way. Should one of them ask for a
+second statement after all, its generator is dropped and the read runs
+again in its transaction (the first answer is not used, so the statements
+still share one snapshot). Any other read keeps its transaction.
 """
 
 from __future__ import annotations
@@ -22,31 +20,30 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .sql._inbox import pending_views_tx
 from .sql._ops import Fetch, Op, Tx
+from .sql._reads import get_requests_tx, get_steps_tx, get_task_writes_tx, pending_requests_tx
+from .sql._runs import get_run_tx, list_runs_tx
 
-__all__ = ["read_alone"]
+__all__ = ["ONE_STATEMENT", "read_alone"]
 
-# the code of the read functions seen asking for a second statement
-_SEVERAL: set[object] = set()
-
-
-def _code(tx: Callable[[], Tx[Any]]) -> object | None:
-    """What identifies a read function across calls (a partial's function's code)."""
-    func = getattr(tx, "func", tx)
-    func = getattr(func, "__func__", func)
-    return getattr(func, "__code__", None)
+#: The read functions (called through ``functools.partial``) that send one query.
+ONE_STATEMENT: set[object] = {get_run_tx, list_runs_tx, get_task_writes_tx, get_steps_tx,
+                              get_requests_tx, pending_requests_tx, pending_views_tx}
 
 
 async def read_alone(conn: Any, tx: Callable[[], Tx[Any]],
                      perform: Callable[[Op], Awaitable[object]], closed: Callable[[Any], bool],
                      lost: type[Exception]) -> tuple[bool, Any]:
-    """Run ``tx()`` on ``conn`` if it is one plain statement: ``(True, its value)``.
+    """Run ``tx()`` on ``conn`` if it is a read of one statement: ``(True, its value)``.
 
     ``(False, None)`` asks the caller to run it in its transaction. A
     statement that failed on a connection that closed raises ``lost`` (the
     caller runs it again); one that timed out or was cancelled closes the
     connection, as an abandoned transaction does (the reply may never come).
     """
+    if getattr(tx, "func", None) not in ONE_STATEMENT:
+        return False, None
     try:
         return await _alone(tx, perform)
     except BaseException as exc:
@@ -59,9 +56,6 @@ async def read_alone(conn: Any, tx: Callable[[], Tx[Any]],
 
 async def _alone(tx: Callable[[], Tx[Any]], perform: Callable[[Op], Awaitable[object]]
                  ) -> tuple[bool, Any]:
-    code = _code(tx)
-    if code is not None and code in _SEVERAL:
-        return False, None
     gen = tx()
     try:
         try:
@@ -74,8 +68,6 @@ async def _alone(tx: Callable[[], Tx[Any]], perform: Callable[[Op], Awaitable[ob
             gen.send(await perform(op))
         except StopIteration as stop:
             return True, stop.value
-        if code is not None:
-            _SEVERAL.add(code)
-        return False, None
+        return False, None  # a second statement: the transaction reads them both
     finally:
         gen.close()
