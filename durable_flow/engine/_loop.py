@@ -161,9 +161,13 @@ class ThreadRunner:
         return decode_checkpoint(loaded, self.schema)
 
     # the loop ---------------------------------------------------------------
-    async def run(self, state: ThreadState) -> ThreadOutcome:
-        """Run supersteps from ``state`` until the thread completes, waits or fails."""
-        resumed = True
+    async def run(self, state: ThreadState, *, new: bool = False) -> ThreadOutcome:
+        """Run supersteps from ``state`` until the thread completes, waits or fails.
+
+        ``new``: ``state`` is the first checkpoint of a run this lease just
+        created, so nothing is recorded against it (nothing to read back).
+        """
+        resumed = not new
         while True:
             if not state.meta.next_tasks:
                 return ThreadOutcome(RunStatus.COMPLETED, state)

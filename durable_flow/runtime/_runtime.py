@@ -143,7 +143,7 @@ class Runtime(RuntimeApprovals):
                                      budget=budget)
         if isinstance(created, ThreadState):
             async for event in self._begin(workflow, lease, created, events, limit,
-                                           sent_at=sent):
+                                           sent_at=sent, new=True):
                 yield event
             return
         record = created
@@ -158,9 +158,12 @@ class Runtime(RuntimeApprovals):
         return state if state is not None else await self._require(lease.run_id)
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
-                     limit: int, *, sent_at: float | None = None,
+                     limit: int, *, sent_at: float | None = None, new: bool = False,
                      **started: Any) -> AsyncIterator[Event]:
-        """Execute a run just created with ``state`` as its head (or report it finished)."""
+        """Execute a run just created with ``state`` as its head (or report it finished).
+
+        ``new``: a run started afresh (nothing recorded against its head, as a fork's may).
+        """
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
         if not state.meta.next_tasks:
             if events:
@@ -171,7 +174,7 @@ class Runtime(RuntimeApprovals):
 
         async def go(rc: RunContext) -> ThreadOutcome:
             rc.emit("run_started", "", state.meta.superstep, **data)
-            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state)
+            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state, new=new)
 
         async for event in self._exec.execute(workflow, lease, go, events=events,
                                               sent_at=sent_at):
