@@ -79,6 +79,7 @@ from ..errors import InvalidInputError, RunLockedError, StoreError
 from ._pg_advance import commit_advancing
 from ._pg_reads import read_alone
 from ._pg_session import OwnConnection, SessionLimits
+from ._pg_start import OneStatementStart
 from ._protocols import Commit, Lease
 from .sql import _migrate
 from .sql._base import (
@@ -440,7 +441,7 @@ def _check_options(min_size: object, max_size: object, reconnect_timeout: object
                                     f">= {least:g}, got {seconds!r}")
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(OneStatementStart, SqlStore):
     """Checkpoints in a PostgreSQL database, shared by every process that opens it.
 
     ``dsn`` is a ``postgresql://user:password@host:port/database`` URL
