@@ -1,0 +1,465 @@
+"""Side-by-side figures against the DESIGN.md targets, in one run (``make bench-loads``).
+
+``python bench/sidebyside.py [--quick] [--without langgraph,dbos] [--out DIR] [--pg-dsn DSN]``
+
+Measures, on this machine and in this one run: the inbox over 10,000 waiting
+runs; the head of a 5,000-superstep run (``get_state`` and the engine's
+loader, what ``resume`` uses) beside LangGraph's ``aget_state``/``aget_tuple``
+of the same run; a 20,000-superstep load beside a 1,000 one; the supersteps
+of a small run in the same database while another process reads the
+20,000-superstep run's head over and over; the chain
+N=1,000 beside LangGraph's; a PostgreSQL chain commit beside a raw asyncpg
+one-statement transaction (``fleet_commit.py``); 2 worker processes beside 1
+on PostgreSQL with I/O-bound nodes (``fleet.py``); short workflows (three
+durable steps, started one after another) beside DBOS Transact on the same
+server, each side on its own fresh database. Every missed target gets a
+profile of our side. Writes its section of ``bench/RESULTS.md`` (``--out``:
+another folder). A side whose library is not installed (or is named in
+``--without``) is left out with a note. Takes under ten minutes
+(``--quick``: small sizes, about a minute; not figures to quote).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import importlib.util
+import io
+import itertools
+import json
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import fleet_commit  # noqa: E402
+import workloads_ours as ours  # noqa: E402
+from sections import replace_section  # noqa: E402
+
+from durable_flow import END, Blackboard, PostgresStore, RunStatus, Runtime, WorkflowBuilder  # noqa: E402
+
+SECTION = "sidebyside"
+SERVER_DSN = os.environ.get("DURABLE_FLOW_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+@contextlib.contextmanager
+def database(server: str, tag: str) -> Iterator[str]:
+    """A fresh PostgreSQL database on ``server`` for one side; dropped afterwards."""
+    import asyncpg
+
+    name = f"df_sbs_{tag}_{os.getpid()}"  # [a-z0-9_] only: safe to quote
+
+    async def admin(*statements: str) -> None:
+        conn = await asyncpg.connect(server)
+        try:
+            for sql in statements:
+                await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"'))
+    try:
+        base = server.rsplit("/", 1)[0]
+        yield f"{base}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def profiled(fn: Callable[[], Awaitable[Any]]) -> str:
+    """cProfile of one awaited call, the top entries by own time (waiting for I/O included)."""
+    prof = cProfile.Profile()
+
+    async def go() -> None:
+        prof.enable()
+        try:
+            await fn()
+        finally:
+            prof.disable()
+
+    asyncio.run(go())
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000]
+
+
+class Steps(Blackboard):
+    n: int = 0
+
+
+def three_steps() -> Any:
+    """Three durable steps one after another (nodes: each commits a checkpoint)."""
+    b = WorkflowBuilder("three-steps", state=Steps)
+    for name in ("one", "two", "three"):
+        async def step(state: Steps) -> dict[str, Any]:
+            return {"n": state.n + 1}
+        b.add_node(name, step)
+    b.set_entry("one")
+    b.add_edge("one", "two")
+    b.add_edge("two", "three")
+    b.add_edge("three", END)
+    return b.build()
+
+
+async def short_runs(dsn: str, runs: int) -> dict[str, float]:
+    """Our side: ``runs`` three-step runs on PostgreSQL, each awaited before the next."""
+    async with Runtime(PostgresStore(dsn)) as rt:
+        wf = three_steps()
+        for _ in range(3):  # warm up: connections, prepared statements
+            await rt.run(wf, {})
+        began = time.perf_counter()
+        for _ in range(runs):
+            result = await rt.run(wf, {})
+            assert result.status is RunStatus.COMPLETED and result.state.n == 3
+        took = time.perf_counter() - began
+    return {"runs": runs, "seconds": took, "per_s": runs / took}
+
+
+# reads the head of run argv[2] in database argv[1] over and over until terminated
+READER = """
+import asyncio, signal, sys
+from durable_flow import Runtime, SqliteStore
+count = 0
+def done(*_):
+    print(count, flush=True)
+    raise SystemExit(0)
+signal.signal(signal.SIGTERM, done)
+async def main():
+    global count
+    async with Runtime(SqliteStore(sys.argv[1])) as rt:
+        while True:
+            await rt.get_state(sys.argv[2])
+            count += 1
+            if count == 1:
+                print("reading", flush=True)
+asyncio.run(main())
+"""
+
+
+async def first_run(path: Path) -> str:
+    async with Runtime(ours._store(path)) as rt:
+        return (await rt.list_runs())[-1].run_id  # the oldest: the long run
+
+
+async def superstep_times(path: Path, n: int) -> dict[str, float]:
+    """A chain run of ``n`` supersteps in ``path``: the median and the worst superstep."""
+    wf = ours.chain_workflow(n)
+    stamps: list[float] = []
+    async with Runtime(ours._store(path)) as rt:
+        async for event in rt.stream(wf, {}, max_supersteps=n + 10):
+            if event.kind == "checkpoint_saved" and not event.namespace:
+                stamps.append(time.perf_counter())
+    gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
+    return {"median": statistics.median(gaps), "worst": gaps[-1],
+            "p99": gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]}
+
+
+class Bench:
+    """The measurements, in order; each one that raises is noted and the rest go on."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="df-sbs-"))
+        self.res: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.profiles: dict[str, str] = {}
+        without = set(args.without.split(",")) if args.without else set()
+        self.langgraph = "langgraph" not in without and _has("langgraph")
+        self.dbos = "dbos" not in without and _has("dbos")
+        if not self.langgraph:
+            self.notes.append("LangGraph is not installed (or left out): its columns are empty "
+                              "(`pip install -r bench/requirements.txt`).")
+        if not self.dbos:
+            self.notes.append("DBOS Transact is not installed (or left out): its column is empty "
+                              "(`pip install -r bench/requirements.txt`).")
+
+    def folder(self, name: str) -> str:
+        path = self.tmp / name
+        path.mkdir()
+        return str(path)
+
+    def step(self, name: str, fn: Callable[[], None]) -> None:
+        log(f"{name}...")
+        began = time.perf_counter()
+        try:
+            fn()
+        except Exception as exc:  # one failed measurement leaves the others
+            self.notes.append(f"{name} failed: {type(exc).__name__}: {str(exc)[:300]}")
+            log(f"{name} FAILED: {type(exc).__name__}: {exc}")
+        log(f"{name}: {time.perf_counter() - began:.1f} s")
+
+    def inbox(self) -> None:
+        runs, folder = self.args.inbox_runs, self.folder("inbox")
+        asyncio.run(ours.inbox_build(folder, runs))
+        lists = [asyncio.run(ours.inbox(folder, rep, runs))["list_s"] for rep in range(5)]
+        self.res["inbox"] = {"runs": runs, "list_s": statistics.median(lists), "all": lists}
+
+    def loads(self) -> None:
+        n, big, small = self.args.load_n, self.args.big_n, self.args.small_n
+        out: dict[str, Any] = {}
+        out["ours"] = asyncio.run(ours.chain(self.folder("load-ours"), n, reads=3, profile_run=False))
+        if self.langgraph:
+            import workloads_langgraph as theirs
+
+            out["theirs"] = asyncio.run(theirs.chain(self.folder("load-theirs"), n, reads=3))
+        out["small"] = asyncio.run(ours.chain(self.folder("load-small"), small, reads=3,
+                                              profile_run=False))
+        self.big_folder = self.folder("load-big")
+        out["big"] = asyncio.run(ours.chain(self.big_folder, big, reads=3, profile_run=False))
+        self.res["loads"] = out
+
+    def beside(self) -> None:
+        """A small run's supersteps alone, then beside a reader of the long run's head."""
+        path = Path(getattr(self, "big_folder", "")) / "ours.db"
+        if not path.exists():
+            raise RuntimeError("needs the long run of the loads measurement (--only loads,beside)")
+        n = self.args.beside_n
+        alone = asyncio.run(superstep_times(path, n))
+        run_id = asyncio.run(first_run(path))
+        reader = subprocess.Popen([sys.executable, "-c", READER, str(path), run_id],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert reader.stdout is not None
+            assert reader.stdout.readline().strip() == "reading"  # its first read is done
+            beside = asyncio.run(superstep_times(path, n))
+        finally:
+            reader.terminate()
+            reads = reader.communicate(timeout=30)[0].strip()
+        self.res["beside"] = {"n": n, "big_n": self.res["loads"]["big"]["n"], "alone": alone,
+                              "beside": beside, "reads": int(reads or 0)}
+
+    def chain(self) -> None:
+        n, reps = self.args.chain_n, self.args.reps
+        sides: dict[str, list[float]] = {"ours": [], "theirs": []}
+        for rep in range(reps):  # interleaved: both sides see the same machine
+            sides["ours"].append(asyncio.run(ours.chain(self.folder(f"chain-ours-{rep}"), n,
+                                                        profile_run=False))["supersteps_per_s"])
+            if self.langgraph:
+                import workloads_langgraph as theirs
+
+                sides["theirs"].append(asyncio.run(theirs.chain(
+                    self.folder(f"chain-theirs-{rep}"), n))["supersteps_per_s"])
+        self.res["chain"] = {"n": n, **{k: v for k, v in sides.items() if v}}
+
+    def pg_commit(self) -> None:
+        with database(self.args.pg_dsn, "commit") as dsn:
+            self.res["pg_commit"] = asyncio.run(fleet_commit.measure(dsn, self.args.commits))
+            if self.res["pg_commit"]["ratio_median"] > 1.5:
+                self.profiles["PostgreSQL chain commit"] = asyncio.run(fleet_commit.measure(
+                    dsn, max(50, self.args.commits // 4), profile=True))["profile"]
+
+    def fleet(self) -> None:
+        out = self.tmp / "fleet-out"
+        raw = self.tmp / "df-bench-fleet.json"  # fleet.py's raw results, in its TMPDIR
+        cmd = [sys.executable, str(HERE / "fleet.py"), "--workers", "1,2", "--stores", "postgres",
+               "--workloads", "io", "--reps", str(self.args.fleet_reps), "--runs",
+               str(self.args.fleet_runs), "--commits", "0", "--no-profile", "--pg-dsn",
+               self.args.pg_dsn, "--out", str(out)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=900,
+                       env={**os.environ, "TMPDIR": str(self.tmp)})
+        got = json.loads(raw.read_text())["fleet"]
+        per = {w: statistics.median([r["runs_per_s"] for r in got if r["workers"] == w])
+               for w in (1, 2)}
+        self.res["fleet"] = {"runs": self.args.fleet_runs, "one": per[1], "two": per[2],
+                             "ratio": per[2] / per[1]}
+
+    def short(self) -> None:
+        runs = self.args.short_runs
+        out: dict[str, Any] = {}
+        with database(self.args.pg_dsn, "ours") as dsn:
+            out["ours"] = asyncio.run(short_runs(dsn, runs))
+            if self.dbos:
+                with database(self.args.pg_dsn, "dbos") as theirs:
+                    done = subprocess.run([sys.executable, str(HERE / "sidebyside_dbos.py"),
+                                           theirs, str(runs)], check=True, capture_output=True,
+                                          text=True, timeout=600)
+                    out["dbos"] = json.loads(done.stdout.strip().splitlines()[-1])
+            self.res["short"] = out
+            if "dbos" in out and out["ours"]["per_s"] < 3 * out["dbos"]["per_s"]:
+                self.profiles["short workflows (ours, PostgreSQL)"] = profiled(
+                    lambda: short_runs(dsn, max(10, runs // 4)))
+
+    def profile_misses(self, rows: list[tuple[str, str, str]]) -> None:
+        missed = {target for target, _, status in rows if status == "**missed**"}
+        if any(t.startswith("inbox") for t in missed):
+            folder = str(self.tmp / "inbox")
+            self.profiles["inbox"] = profiled(lambda: ours.inbox(folder, 5, self.args.inbox_runs))
+        if any(t.startswith(("resume", "a ", "worst")) for t in missed):
+            folder = self.folder("profile-load")
+            self.profiles["get_state of a long run's head"] = profiled(
+                lambda: ours.chain(folder, self.args.load_n, reads=1, profile_run=False))
+        if any(t.startswith("chain") for t in missed):
+            folder = self.folder("profile-chain")
+            self.profiles["chain (ours, SQLite)"] = profiled(
+                lambda: ours.chain(folder, self.args.chain_n, profile_run=False))
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _status(met: bool | None) -> str:
+    return "not measured" if met is None else ("met" if met else "**missed**")
+
+
+def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(target, measured, status) for each DESIGN.md target this run measured."""
+    rows: list[tuple[str, str, str]] = []
+    if "inbox" in res:
+        ib = res["inbox"]
+        rows.append((f"inbox over {ib['runs']:,} waiting runs under 100 ms", _ms(ib["list_s"]),
+                     _status(ib["list_s"] < 0.1)))
+    if "loads" in res:
+        ld = res["loads"]
+        o, n = ld["ours"]["reads"], ld["ours"]["n"]
+        t = ld.get("theirs", {}).get("reads")
+        vs = (f" (LangGraph aget_state {_ms(t['head'])}, aget_tuple {_ms(t['load_head'])}: "
+              f"{o['head'] / t['head']:.1f}x / {o['load_head'] / t['load_head']:.1f}x)" if t else
+              " (LangGraph not measured)")
+        rows.append((f"resume (get_state) from the head at N={n:,} under 10 ms",
+                     f"get_state {_ms(o['head'])}, engine loader {_ms(o['load_head'])}{vs}",
+                     _status(max(o["head"], o["load_head"]) < 0.01)))
+        small, big = ld["small"], ld["big"]
+        ratio = big["reads"]["head"] / small["reads"]["head"]
+        rows.append((f"a {big['n']:,}-superstep load at most 3x a {small['n']:,} one",
+                     f"{_ms(big['reads']['head'])} / {_ms(small['reads']['head'])} = {ratio:.1f}x",
+                     _status(ratio <= 3)))
+    if "beside" in res:
+        bs = res["beside"]
+        ratio = bs["beside"]["worst"] / bs["beside"]["median"]
+        rows.append((f"worst superstep of a small run beside a {bs['big_n']:,}-superstep reader "
+                     "at most 5x its median",
+                     f"{ratio:.1f}x (worst {_ms(bs['beside']['worst'])}, median "
+                     f"{_ms(bs['beside']['median'])}, p99 {_ms(bs['beside']['p99'])}; "
+                     f"{bs['reads']} reads of the head meanwhile; alone: worst "
+                     f"{bs['alone']['worst'] / bs['alone']['median']:.1f}x its median)",
+                     _status(ratio <= 5)))
+    if "chain" in res:
+        ch = res["chain"]
+        if "theirs" in ch:
+            ratio = statistics.median(ch["ours"]) / statistics.median(ch["theirs"])
+            rows.append((f"chain N={ch['n']:,}: at least 5x LangGraph's supersteps/s",
+                         f"{ratio:.2f}x ({statistics.median(ch['ours']):.0f} vs "
+                         f"{statistics.median(ch['theirs']):.0f} supersteps/s)", _status(ratio >= 5)))
+        else:
+            rows.append((f"chain N={ch['n']:,}: at least 5x LangGraph's supersteps/s",
+                         f"ours {statistics.median(ch['ours']):.0f} supersteps/s, LangGraph "
+                         "not measured", _status(None)))
+    if "pg_commit" in res:
+        pc = res["pg_commit"]
+        rows.append(("PostgreSQL chain superstep at most 1.5x a raw asyncpg one-statement "
+                     "transaction", f"{pc['ratio_median']:.2f}x ({_ms(pc['store']['median'])} vs "
+                     f"{_ms(pc['raw']['median'])}, medians)", _status(pc["ratio_median"] <= 1.5)))
+    if "fleet" in res:
+        fl = res["fleet"]
+        rows.append(("2 workers at least 1.8x one on PostgreSQL (I/O-bound nodes)",
+                     f"{fl['ratio']:.2f}x ({fl['two']:.1f} vs {fl['one']:.1f} runs/s)",
+                     _status(fl["ratio"] >= 1.8)))
+    if "short" in res:
+        sh = res["short"]
+        mine = sh["ours"]["per_s"]
+        if "dbos" in sh:
+            ratio = mine / sh["dbos"]["per_s"]
+            rows.append(("short workflows (3 steps) on PostgreSQL: at least 3x DBOS's workflows/s",
+                         f"{ratio:.2f}x ({mine:.0f} vs {sh['dbos']['per_s']:.0f} workflows/s)",
+                         _status(ratio >= 3)))
+        else:
+            rows.append(("short workflows (3 steps) on PostgreSQL: at least 3x DBOS's workflows/s",
+                         f"ours {mine:.0f} workflows/s, DBOS not measured", _status(None)))
+    return rows
+
+
+def render(bench: Bench, rows: list[tuple[str, str, str]], command: str, took: float) -> str:
+    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
+    lines = [start, "## Side by side: the DESIGN.md targets in one run", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}` "
+             f"in {took / 60:.1f} min (load average at the end: "
+             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; the machine is shared, so "
+             "absolute times are noisy: the ratios come from the same run).", "",
+             "Method: SQLite sides as in `bench/run.py` (`synchronous=FULL`, LangGraph's "
+             "`AsyncSqliteSaver`), here in one process, one side after the other, each on a fresh "
+             "database; reads on a fresh store, minimum of 3. Beside a reader: a small chain in "
+             "the database of the long run while another process calls `get_state` on that "
+             "run's head in a loop; superstep times from the `checkpoint_saved` events. The "
+             "inbox: `Runtime.pending_requests()` on a fresh store, median of 5. PostgreSQL: "
+             "`fleet_commit.py` (store commits "
+             "interleaved with raw one-statement transactions), `fleet.py --workers 1,2 --stores "
+             "postgres --workloads io`, and the short workflows (three steps, each run awaited "
+             "before the next starts) on a fresh database per side on the same server.", "",
+             "| target | measured | status |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {s} |" for t, m, s in rows]
+    if bench.notes:
+        lines += ["", *[f"- {note}" for note in bench.notes]]
+    for name, text in bench.profiles.items():
+        lines += ["", f"<details><summary>Profile of a miss: {name}</summary>", "", "```",
+                  text, "```", "</details>"]
+    lines.append(end)
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check it runs")
+    parser.add_argument("--without", default="", help="leave out these sides: langgraph,dbos")
+    parser.add_argument("--out", default=None, help="write RESULTS.md here instead of bench/")
+    parser.add_argument("--pg-dsn", default=SERVER_DSN)
+    parser.add_argument("--only", default="inbox,loads,beside,chain,pg_commit,fleet,short")
+    args = parser.parse_args(argv)
+    sizes = ({"inbox_runs": 100, "load_n": 200, "small_n": 50, "big_n": 400, "chain_n": 100,
+              "beside_n": 40, "reps": 1, "commits": 60, "fleet_runs": 16, "fleet_reps": 1,
+              "short_runs": 10}
+             if args.quick else
+             {"inbox_runs": 10_000, "load_n": 5_000, "small_n": 1_000, "big_n": 20_000,
+              "chain_n": 1_000, "beside_n": 300, "reps": 3, "commits": 1_000, "fleet_runs": 200,
+              "fleet_reps": 2, "short_runs": 200})
+    for key, value in sizes.items():
+        setattr(args, key, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    bench = Bench(args)
+    try:
+        for name in args.only.split(","):
+            bench.step(name, getattr(bench, name))
+        rows = targets(bench.res)
+        bench.step("profiles of the misses", lambda: bench.profile_misses(rows))
+    finally:
+        bench.close()
+    command = " ".join(["python bench/sidebyside.py", *(argv if argv is not None else sys.argv[1:])])
+    section = render(bench, rows, command, time.perf_counter() - began)
+    out = Path(args.out) if args.out else HERE
+    out.mkdir(parents=True, exist_ok=True)
+    replace_section(out / "RESULTS.md", SECTION, section)
+    (Path(tempfile.gettempdir()) / "df-bench-sidebyside.json").write_text(
+        json.dumps(bench.res, indent=1, default=str))
+    for target, measured, status in rows:
+        print(f"{status:>14}  {target}: {measured}")
+
+
+if __name__ == "__main__":
+    main()
