@@ -237,7 +237,7 @@ def _with_update(wf: Workflow, loaded: LoadedCheckpoint,
     for ch, chunks in loaded.logs.items():
         if log_name(ch) not in logs:
             logs.setdefault(ch, chunks)
-    meta = _replace(loaded.meta, log_lengths=lengths,
+    meta = _replace(loaded.meta, log_lengths=lengths, digests={},
                     value_versions=dict.fromkeys(runner_values, loaded.meta.seq))
     return LoadedCheckpoint(meta=meta, values=runner_values, logs=logs)
 

@@ -52,17 +52,19 @@ def has_refs(joined: bytes) -> bool:
     return _KEY_BYTES in joined
 
 
-def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int) -> list[Any]:
+def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int,
+           *, whole: bool = True) -> list[Any]:
     """The first ``length`` items of a history, references replaced by the messages named.
 
     ``messages`` gives the thread's ``messages`` log as the same checkpoint
     sees it (read once, when a reference is met). Items past ``length``
     belong to later checkpoints (a merged segment holds them too) and are not
     expanded; a reference outside the log, or a history shorter than
-    ``length``, raises ``ValueError``.
+    ``length``, raises ``ValueError``. ``whole=False`` expands a slice of a
+    history (``items`` may give fewer than ``length``).
     """
     refs = [item.get(_KEY) if type(item) is dict and len(item) == 1 else None for item in items]
-    if refs and None not in refs and _contiguous(refs):
+    if whole and refs and None not in refs and _contiguous(refs):
         # a node that only ever returned its messages: its history is one slice of the log
         first = _ref(refs[0])[0]
         log = messages()
@@ -84,7 +86,7 @@ def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int)
             raise ValueError(f"a history refers to messages {start}..{start + count - 1} "
                              f"of a log of {len(log_)}")
         out.extend(log_[start:start + count])
-    if len(out) < length:
+    if len(out) < length and whole:
         raise ValueError(f"log has {len(out)} items, checkpoint expects {length}")
     return out
 

@@ -50,6 +50,7 @@ from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
 from ._instances import blocked_subworkflows, gates, run_gated, task_arg
+from ._lazy import first_digests, load_head, next_digests, resolved
 from ._ownership import HandBack
 from ._resume import resume_point
 from ._run import RunContext
@@ -140,7 +141,8 @@ class ThreadRunner:
             created_at=utcnow(), status=status, source=source, routing_reason=routed.reason,
             next_tasks=tasks, joins=routed.joins, task_args=args,
             value_versions=dict.fromkeys(vals, 0), log_lengths=lengths,
-            size=sum(map(len, vals.values())) + sum(map(len, appends.values())))
+            size=sum(map(len, vals.values())) + sum(map(len, appends.values())),
+            digests=first_digests(vals, appends))
         state = ThreadState(meta=meta, values=dict(values), histories=dict(histories),
                             value_bytes=vals)
         self._fresh = meta.id
@@ -158,7 +160,7 @@ class ThreadRunner:
             raise CheckpointCorruptedError(
                 self.rc.run_id, checkpoint_id or "-",
                 "the checkpoint the run points at is missing") from None
-        return decode_checkpoint(loaded, self.schema)
+        return await load_head(loaded, self.schema, decode_checkpoint)  # type: ignore[no-any-return]
 
     # the loop ---------------------------------------------------------------
     async def run(self, state: ThreadState, *, new: bool = False) -> ThreadOutcome:
@@ -405,7 +407,7 @@ class ThreadRunner:
                          path=raised.path, error_type=raised.error_type,
                          message=raised.error_message)
             raise raised
-        return {outer: outcome.state.values[inner] for outer, inner in sub.outputs.items()}
+        return {outer: resolved(outcome.state.values[inner]) for outer, inner in sub.outputs.items()}
 
     # outcomes -----------------------------------------------------------------
     async def _merge(self, st: ThreadState, step: int, writes: list[TaskResult]) -> ThreadState:
@@ -498,7 +500,8 @@ class ThreadRunner:
             value_versions={**base.value_versions, **dict.fromkeys(vals, seq)},
             log_lengths=lengths, task_args=args,
             size=sum(map(len, vals.values())) + sum(map(len, appends.values()))
-            + sum(map(len, args.values())))
+            + sum(map(len, args.values())),
+            digests=next_digests(base, vals, appends, set(lengths) - set(base.log_lengths)))
         run = None
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,

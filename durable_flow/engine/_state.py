@@ -21,11 +21,13 @@ from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..model._task_id import TaskId
 from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
+from ._lazy import LazyLog, verified
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
-    "decode_checkpoint", "decode_plain", "decode_raw", "encode_field", "log_channels",
-    "log_items", "log_name", "self_contained", "stored_tasks",
+    "damaged_item", "decode_checkpoint", "decode_plain", "decode_raw", "encode_field",
+    "frozen_values", "log_channels", "log_items", "log_name", "messages_of", "raw_values",
+    "self_contained", "stored_tasks",
 ]
 
 HISTORY_PREFIX = "history:"
@@ -82,14 +84,15 @@ class LogGrowth:
     __slots__ = ("_before",)
 
     def __init__(self) -> None:
-        self._before: dict[int, tuple[LogBuffer, int]] = {}
+        self._before: dict[int, tuple[LogBuffer | LazyLog, int]] = {}
 
     def append(self, current: Sequence[Any], items: Sequence[Any]) -> LogBuffer:
         """``current`` grown by ``items``: in place when it is already a buffer."""
-        buf = current if type(current) is LogBuffer else LogBuffer.of(current)
+        lazy = type(current) is LogBuffer or type(current) is LazyLog
+        buf: LogBuffer | LazyLog = current if lazy else LogBuffer.of(current)  # type: ignore[assignment]
         self._before.setdefault(id(buf), (buf, len(buf)))
         buf.grow(items)
-        return buf
+        return buf  # type: ignore[return-value]  # a lazy history stays one
 
     def undo(self) -> None:
         """Shrink every buffer grown back to its length before the merge."""
@@ -129,7 +132,8 @@ def log_channels(meta: CheckpointMeta) -> dict[str, str]:
 
 def decode_raw(loaded: LoadedCheckpoint) -> tuple[dict[str, Any], dict[str, list[Message]]]:
     """Plain values and node histories of a checkpoint, without any schema."""
-    raw = _raw_values(loaded)
+    verified(loaded)
+    raw = raw_values(loaded)
     validated: list[list[Message]] = []
 
     def messages() -> list[Message]:  # the log histories refer to, validated once
@@ -149,27 +153,30 @@ def decode_plain(loaded: LoadedCheckpoint
     ``CheckpointCorruptedError`` naming run, checkpoint and channel.
     """
     meta = loaded.meta
+    verified(loaded)
     histories: dict[str, Sequence[Message]] = {}
     for channel in meta.log_lengths:
         if channel.startswith(HISTORY_PREFIX):
             histories[log_name(channel)[len(HISTORY_PREFIX):]] = MessageList(
                 log_items(loaded, channel),
-                partial(_damaged_item, meta.run_id, meta.id, channel))
-    return _raw_values(loaded), histories
+                partial(damaged_item, meta.run_id, meta.id, channel))
+    return raw_values(loaded), histories
 
 
-def _damaged_item(run_id: str, checkpoint_id: str, channel: str,
-                  exc: Exception) -> CheckpointCorruptedError:
+def damaged_item(run_id: str, checkpoint_id: str, channel: str,
+                 exc: Exception) -> CheckpointCorruptedError:
+    """The error for an item of a history that is not a message (``MessageList``)."""
     return corrupted(run_id, checkpoint_id, exc, f"channel {channel!r}")
 
 
 def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadState:
     """Rebuild a thread state exactly; corrupt data raises CheckpointCorruptedError."""
+    verified(loaded)
     own = schema.cls.model_fields.get(MESSAGES)
     typed = (MESSAGES in log_channels(loaded.meta) and own is not None
              and own.annotation == Blackboard.model_fields[MESSAGES].annotation)
     # the messages log, the longest, is validated straight from its bytes
-    raw = _raw_values(loaded, skip=MESSAGES if typed else None)
+    raw = raw_values(loaded, skip=MESSAGES if typed else None)
     if typed:
         raw[MESSAGES] = _messages_log(loaded)
     try:
@@ -177,12 +184,12 @@ def decode_checkpoint(loaded: LoadedCheckpoint, schema: StateSchema) -> ThreadSt
     except DAMAGE as exc:  # a ValidationError is a ValueError
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc) from None
     histories = _histories(loaded, lambda: getattr(state, MESSAGES, None) or [])
-    return ThreadState(meta=loaded.meta, values=_frozen_values(schema, state),
+    return ThreadState(meta=loaded.meta, values=frozen_values(schema, state),
                        histories={n: FrozenList(h) for n, h in histories.items()},
                        value_bytes=dict(loaded.values))
 
 
-def _raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, Any]:
+def raw_values(loaded: LoadedCheckpoint, skip: str | None = None) -> dict[str, Any]:
     """The plain values of a checkpoint: value channels and logs other than histories."""
     meta = loaded.meta
     channel = ""
@@ -205,7 +212,7 @@ def _messages_log(loaded: LoadedCheckpoint) -> list[Message]:
     if channel is None:
         return []
     try:
-        return _messages(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
+        return messages_of(loaded.logs.get(channel, []), loaded.meta.log_lengths[channel], list)
     except DAMAGE as exc:
         raise corrupted(loaded.meta.run_id, loaded.meta.id, exc,
                         f"channel {MESSAGES!r}") from None
@@ -220,14 +227,14 @@ def _histories(loaded: LoadedCheckpoint,
     try:
         for channel, length in meta.log_lengths.items():
             if channel.startswith(HISTORY_PREFIX):
-                histories[log_name(channel)[len(HISTORY_PREFIX):]] = _messages(
+                histories[log_name(channel)[len(HISTORY_PREFIX):]] = messages_of(
                     loaded.logs.get(channel, []), length, messages)
     except DAMAGE as exc:
         raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
     return histories
 
 
-def _frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
+def frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
     """Every field of a validated blackboard, frozen (the one deep walk of a value)."""
     values = {name: getattr(state, name) for name in schema.fields}
     if schema.free_form and state.model_extra:
@@ -235,9 +242,9 @@ def _frozen_values(schema: StateSchema, state: Blackboard) -> dict[str, Any]:
     return {name: freeze(value) for name, value in values.items()}
 
 
-def _messages(chunks: list[bytes], length: int,
-              messages: Callable[[], Sequence[Any]]) -> list[Message]:
-    """A node history; untagged JSON is validated straight from bytes (no dicts built).
+def messages_of(chunks: list[bytes], length: int,
+                messages: Callable[[], Sequence[Any]]) -> list[Message]:
+    """A messages log or node history; untagged JSON is validated straight from bytes.
 
     References to the messages log are expanded from ``messages`` (validated
     messages pass through validation as they are).
@@ -329,7 +336,7 @@ def self_contained(loaded: LoadedCheckpoint, run_id: str, thread: str, *, carrie
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source=source, status=status,
         log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
-        value_versions=dict.fromkeys(loaded.values, 0), error=None,
+        value_versions=dict.fromkeys(loaded.values, 0), error=None, digests={},
         size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
     return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 
@@ -353,4 +360,4 @@ def input_values(schema: StateSchema, data: Mapping[str, Any] | Blackboard) -> d
         raise InvalidInputError(
             f"input for {name} must be a mapping of its fields (or a {name} instance), "
             f"got {type(data).__name__}: {data!r:.80}")
-    return _frozen_values(schema, schema.cls.model_validate(dict(data)))
+    return frozen_values(schema, schema.cls.model_validate(dict(data)))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..errors import StateUpdateError
-from ._frozen import freeze
+from ._frozen import Deferred, freeze
 from ._messages import Message
 from ._reducers import Reducer, append, last_write_wins
 
@@ -24,9 +24,82 @@ class Blackboard(BaseModel):
     blackboard only through the update it returns.
     """
 
+    # the fields the engine left out until read (``StateSchema.build`` of a Deferred)
+    __slots__ = ("__df_deferred__",)
+
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
 
     messages: Annotated[list[Message], append] = []
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            deferred = _deferred(self)
+            if deferred and name in deferred:
+                return _resolve(self, deferred, name)
+            return super().__getattr__(name)
+
+    def _settle(self) -> None:
+        """Build every field left out until read (before anything reads ``__dict__``)."""
+        deferred = _deferred(self)
+        while deferred:
+            _resolve(self, deferred, next(iter(deferred)))
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        self._settle()
+        return super().model_dump(**kwargs)
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        self._settle()
+        return super().model_dump_json(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        self._settle()
+        if isinstance(other, Blackboard):
+            other._settle()
+        return super().__eq__(other)
+
+    __hash__ = BaseModel.__hash__
+
+    def __iter__(self) -> Any:
+        self._settle()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._settle()
+        return super().__repr_args__()
+
+    def __copy__(self) -> Self:
+        self._settle()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        self._settle()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._settle()
+        return super().__getstate__()
+
+
+_DEFERRED_SLOT = Blackboard.__dict__["__df_deferred__"]
+
+
+def _deferred(board: Blackboard) -> dict[str, Deferred] | None:
+    try:
+        return _DEFERRED_SLOT.__get__(board)  # type: ignore[no-any-return]
+    except AttributeError:
+        return None
+
+
+def _resolve(board: Blackboard, deferred: dict[str, Deferred], name: str) -> Any:
+    value = deferred[name].resolve()
+    fields = board.__dict__
+    fields[name] = value
+    del deferred[name]
+    order = type(board).model_fields  # the dict as model_construct would have made it
+    object.__setattr__(board, "__dict__", {k: fields[k] for k in order if k in fields}
+                       | {k: v for k, v in fields.items() if k not in order})
+    return value
 
 
 class FreeBlackboard(Blackboard):
@@ -110,7 +183,16 @@ class StateSchema:
         Given frozen values (``freeze``), the instance is deeply read-only:
         its free-form extras are a read-only dict too.
         """
-        board = self.cls.model_construct(**values)
+        deferred = {k: v for k, v in values.items() if isinstance(v, Deferred)}
+        if deferred:  # left out until read: the engine's lazily built logs
+            board = self.cls.model_construct(
+                **{k: v for k, v in values.items() if k not in deferred})
+            for name in deferred:
+                board.__dict__.pop(name, None)
+                board.__pydantic_fields_set__.add(name)
+            object.__setattr__(board, "__df_deferred__", deferred)
+        else:
+            board = self.cls.model_construct(**values)
         extra = board.__pydantic_extra__
         if extra:
             object.__setattr__(board, "__pydantic_extra__", freeze(extra))

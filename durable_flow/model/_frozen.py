@@ -37,7 +37,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 __all__ = [
-    "FrozenDict", "FrozenList", "FrozenSet", "LogBuffer", "freeze", "freeze_appended", "frozen_when",
+    "Deferred", "FrozenDict", "FrozenList", "FrozenSet", "LogBuffer", "freeze", "freeze_appended",
+    "frozen_when",
 ]
 
 _HINT = "; return a new value (a node's update) instead of changing it in place"
@@ -240,8 +241,25 @@ def freeze_appended(current: Iterable[Any], items: Iterable[Any]) -> FrozenList:
     return out
 
 
+class Deferred:
+    """A value the engine builds only when it is first read (``resolve``).
+
+    The engine holds a long log it loaded but no task has read yet as one;
+    ``StateSchema.build`` leaves such a field out of the blackboard until the
+    field is read, and :func:`freeze` resolves it.
+    """
+
+    __slots__ = ()
+
+    def resolve(self) -> Any:
+        """The value, built on the first call (then kept)."""
+        raise NotImplementedError
+
+
 def _freeze_slow(value: Any) -> Any:
     """Freeze a value that may hold mutable parts (the one deep walk)."""
+    if isinstance(value, Deferred):
+        return freeze(value.resolve())
     if type(value) is LogBuffer:  # a log written elsewhere: a copy that will not grow
         return FrozenList._wrap(value)
     if isinstance(value, list):

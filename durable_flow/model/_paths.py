@@ -22,7 +22,10 @@ def _step(value: object, segment: str) -> object:
         return _MISSING
     if isinstance(value, BaseModel):
         if segment in type(value).model_fields:
-            return value.__dict__.get(segment, _MISSING)
+            got = value.__dict__.get(segment, _MISSING)
+            if got is _MISSING:  # a field the engine left out until read (a long log)
+                got = getattr(value, segment, _MISSING)
+            return got
         extra = value.__pydantic_extra__
         if isinstance(extra, dict):
             return extra.get(segment, _MISSING)

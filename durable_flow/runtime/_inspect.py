@@ -158,10 +158,10 @@ class Inspector:
         return meta
 
     async def _snapshot(self, record: RunRecord, meta: CheckpointMeta) -> Snapshot:
-        from ..engine._state import decode_plain
+        from ..engine._lazy import plain_state
 
         loaded = await self.store.load_checkpoint(record.run_id, meta.id)
-        values, histories = decode_plain(loaded)
+        values, histories = await plain_state(loaded)  # a row at a time: other tasks run
         is_head = meta.thread == "" and meta.id == record.head_checkpoint_id
         subs: dict[str, Snapshot] = {}
         for node in meta.next_tasks:

@@ -18,9 +18,11 @@ since the epoch (UTC), JSON text columns stay strings, and payload columns
 would not come back byte for byte. The lease is not exported: an imported
 run that was executing is ``running`` without a holder, resumable at once.
 
-``version`` changes only when a table's meaning changes. A table is added
-without a new version: an importer refuses a table it does not know that has
-rows, and reads a table missing from the document as empty. So the
+``version`` changes only when a table's meaning changes. A nullable column
+is added without a new version (a row without it reads it as null: the
+checkpoints' ``digests``, migration 0011), and so is a table: an importer
+refuses a table it does not know that has rows, and reads a table missing
+from the document as empty. So the
 approvals' ``decisions`` will be one more key of ``tables``, and documents
 without decisions keep importing everywhere. An importer refuses a newer
 ``version``, and a row of another run (a document only ever writes its own
@@ -144,6 +146,8 @@ def _row(table: str, run_id: str, row: Any) -> dict[str, object]:
     from ..store.sql._transfer import columns
 
     cols = columns(table)
+    if isinstance(row, Mapping):  # a nullable column added since (``digests``) may be absent
+        row = {**{name: None for name, _, nullable in cols if nullable and name not in row}, **row}
     if not isinstance(row, Mapping) or set(row) != {name for name, _, _ in cols}:
         names = sorted(set(row) ^ {n for n, _, _ in cols}) if isinstance(row, Mapping) else []
         raise InvalidInputError(f"a row of {table!r} does not have its columns "

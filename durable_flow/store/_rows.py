@@ -115,6 +115,9 @@ class CheckpointMeta:
     size: int = 0
     # the encoded argument of each ``Send`` instance in ``next_tasks``, by task id
     task_args: dict[str, bytes] = field(default_factory=dict)
+    # ``(crc32, length)`` of the bytes each channel it sees was written as (the engine's
+    # ``engine/_digests.py``); empty for checkpoints written before, or by copies
+    digests: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,6 +188,21 @@ async def test_an_empty_table_of_a_newer_durable_flow_is_fine(tmp_path: Path) ->
         assert await other.get_mail("moved") == []
 
 
+async def test_a_document_written_before_digests_imports_and_resumes(tmp_path: Path) -> None:
+    """Checkpoint rows without the ``digests`` column (migration 0011) read it as null."""
+    async with SqliteStore(tmp_path / "a.db") as store:
+        run_id = await paused(store)
+        document = await export_run(store, run_id)
+        expected = await finish(store, run_id)
+    assert any(row["digests"] for row in document["tables"]["checkpoints"])
+    for row in document["tables"]["checkpoints"]:
+        del row["digests"]
+    async with SqliteStore(tmp_path / "b.db") as other:
+        await import_run(other, document)
+        assert all(cp.digests == {} for cp in await other.list_checkpoints(run_id))
+        assert await finish(other, run_id) == expected
+
+
 def test_the_commands_export_and_import(tmp_path: Path) -> None:
     source, target = tmp_path / "a.db", tmp_path / "b.db"
 

@@ -240,6 +240,7 @@ def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
         "log_lengths": _dumps(meta.log_lengths),
         "error": error_json(meta.error), "size": meta.size,
         "task_args": _task_args_json(meta.task_args),
+        "digests": _dumps({k: list(v) for k, v in meta.digests.items()}) if meta.digests else None,
     }
 
 
@@ -247,6 +248,18 @@ def _task_args_json(args: Mapping[str, bytes]) -> str | None:
     """``{task id: arg}`` as JSON text, the args' own bytes spliced in (None when empty)."""
     return (b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in args.items())
             + b"}").decode() if args else None
+
+
+def _digests(raw: str | None) -> dict[str, tuple[int, int]]:
+    data = {} if raw is None else orjson.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("expected a JSON object")
+    out: dict[str, tuple[int, int]] = {}
+    for k, v in data.items():
+        if not (type(v) is list and len(v) == 2 and all(type(x) is int and x >= 0 for x in v)):
+            raise TypeError("expected [crc32, length] pairs")
+        out[str(k)] = (v[0], v[1])
+    return out
 
 
 def _task_args(raw: str | None) -> dict[str, bytes]:
@@ -261,6 +274,7 @@ _CHECKPOINT_DECODERS: dict[str, Callable[[Any], object]] = {
     "status": _status, "source": _source, "nodes": _str_tuple,
     "next_tasks": _str_tuple, "joins": _joins, "value_versions": _int_map,
     "log_lengths": _int_map, "error": _decode_error, "task_args": _task_args,
+    "digests": _digests,
 }
 
 

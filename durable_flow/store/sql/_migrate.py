@@ -38,9 +38,9 @@ __all__ = [
 ]
 
 #: The newest revision in ``migrations/versions`` (a test checks it against alembic).
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0011"
 #: Every revision this code ships; a database at any other is newer than this code.
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"})
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0011"})
 #: Alembic's bookkeeping table.
 VERSION_TABLE = "alembic_version"
 #: The PostgreSQL advisory lock key that serializes migrations ("dfmigrat" in ASCII):

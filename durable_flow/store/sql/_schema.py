@@ -113,6 +113,8 @@ class CheckpointTable(_TableModel, table=True):
     size: int
     # added by migration 0003, so it comes last: {task id: arg JSON} of Send instances
     task_args: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0011: {channel: [crc32, length]} of the bytes the engine wrote
+    digests: str | None = Field(default=None, sa_type=Text)
 
 
 class ChannelValueTable(_TableModel, table=True):
