@@ -5,11 +5,11 @@
 Measures, on this machine and in this one run: the inbox over 10,000 waiting
 runs; the head of a 5,000-superstep run (``get_state`` and the engine's
 loader, what ``resume`` uses) beside LangGraph's ``aget_state``/``aget_tuple``
-of the same run; a 20,000-superstep load beside a 1,000 one; the supersteps
-of a small run in the same database while another process reads the
-20,000-superstep run's head over and over; the chain
-N=1,000 beside LangGraph's; a PostgreSQL chain commit beside a raw asyncpg
-one-statement transaction (``fleet_commit.py``); 2 worker processes beside 1
+of the same run; with ``bench/loads.py``, a 20,000-superstep load beside a
+1,000 one, and a small run's supersteps alone and beside a task that reads
+the 20,000-superstep run's head over and over; the chain N=1,000 beside
+LangGraph's; a PostgreSQL chain commit beside a raw asyncpg
+one-statement INSERT; 2 worker processes beside 1
 on PostgreSQL with I/O-bound nodes (``fleet.py``); short workflows (three
 durable steps, started one after another) beside DBOS Transact on the same
 server, each side on its own fresh database. Every missed target gets a
@@ -27,7 +27,6 @@ import contextlib
 import cProfile
 import importlib.util
 import io
-import itertools
 import json
 import os
 import pstats
@@ -130,43 +129,39 @@ async def short_runs(dsn: str, runs: int) -> dict[str, float]:
     return {"runs": runs, "seconds": took, "per_s": runs / took}
 
 
-# reads the head of run argv[2] in database argv[1] over and over until terminated
-READER = """
-import asyncio, signal, sys
-from durable_flow import Runtime, SqliteStore
-count = 0
-def done(*_):
-    print(count, flush=True)
-    raise SystemExit(0)
-signal.signal(signal.SIGTERM, done)
-async def main():
-    global count
-    async with Runtime(SqliteStore(sys.argv[1])) as rt:
-        while True:
-            await rt.get_state(sys.argv[2])
-            count += 1
-            if count == 1:
-                print("reading", flush=True)
-asyncio.run(main())
-"""
+RAW_ONE = "INSERT INTO df_bench_raw (id, data) VALUES ($1, $2)"
 
 
-async def first_run(path: Path) -> str:
-    async with Runtime(ours._store(path)) as rt:
-        return (await rt.list_runs())[-1].run_id  # the oldest: the long run
+async def commit_vs_one_statement(dsn: str, commits: int) -> dict[str, Any]:
+    """A chain superstep's ``PostgresStore.commit`` beside a one-statement INSERT, interleaved.
 
-
-async def superstep_times(path: Path, n: int) -> dict[str, float]:
-    """A chain run of ``n`` supersteps in ``path``: the median and the worst superstep."""
-    wf = ours.chain_workflow(n)
-    stamps: list[float] = []
-    async with Runtime(ours._store(path)) as rt:
-        async for event in rt.stream(wf, {}, max_supersteps=n + 10):
-            if event.kind == "checkpoint_saved" and not event.namespace:
-                stamps.append(time.perf_counter())
-    gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
-    return {"median": statistics.median(gaps), "worst": gaps[-1],
-            "p99": gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]}
+    The superstep is ``fleet_commit.py``'s (two values, one ~300-byte message);
+    the raw transaction inserts as many bytes in one statement (autocommit) on
+    the store's own pool. Medians of ``commits`` pairs after 20 of warm-up.
+    """
+    async with PostgresStore(dsn, min_size=1, max_size=2) as store:
+        pool = store.driver._pool  # type: ignore[attr-defined]
+        async with pool.acquire() as conn:
+            await conn.execute("CREATE TABLE df_bench_raw (id bigint PRIMARY KEY, data bytea)")
+        chain = await fleet_commit._start(store, "commit-store")
+        blob = b"x" * 600
+        samples: dict[str, list[float]] = {"store": [], "raw": []}
+        for i in range(20 + commits):
+            go = fleet_commit.store_commit(store, chain)
+            began = time.perf_counter()
+            await go()
+            mine = time.perf_counter() - began
+            began = time.perf_counter()
+            async with pool.acquire() as conn:
+                await conn.execute(RAW_ONE, i, blob)
+            raw = time.perf_counter() - began
+            if i >= 20:
+                samples["store"].append(mine)
+                samples["raw"].append(raw)
+        out: dict[str, Any] = {k: statistics.median(v) for k, v in samples.items()}
+        out["ratio"] = out["store"] / out["raw"]
+        out["profile"] = await fleet_commit._profile(store, chain, max(50, commits // 4))
+    return out
 
 
 class Bench:
@@ -210,38 +205,28 @@ class Bench:
         self.res["inbox"] = {"runs": runs, "list_s": statistics.median(lists), "all": lists}
 
     def loads(self) -> None:
-        n, big, small = self.args.load_n, self.args.big_n, self.args.small_n
-        out: dict[str, Any] = {}
-        out["ours"] = asyncio.run(ours.chain(self.folder("load-ours"), n, reads=3, profile_run=False))
+        """Heads of waiting runs of several sizes and a small run beside a reader (loads.py)."""
+        import loads as lo
+
+        small, n, big = self.args.small_n, self.args.load_n, self.args.big_n
+        folder = Path(self.folder("loads"))
+        out: dict[str, Any] = {"heads": {}, "stall": {}}
+        runs = {}
+        for size in (small, n, big):
+            runs[size] = asyncio.run(lo.build_run(folder, size))
+            out["heads"][size] = asyncio.run(lo.measure_loads(*runs[size], size, reps=5))
+        for reader in ("get_state", "loader"):
+            out["stall"][reader] = asyncio.run(lo.measure_stall(
+                *runs[big], big, small=self.args.beside_n, reader=reader))
+        # the same chain on both sides, against LangGraph's reads of its head
+        out["ours"] = asyncio.run(ours.chain(self.folder("load-ours"), n, reads=3,
+                                             profile_run=False))
         if self.langgraph:
             import workloads_langgraph as theirs
 
             out["theirs"] = asyncio.run(theirs.chain(self.folder("load-theirs"), n, reads=3))
-        out["small"] = asyncio.run(ours.chain(self.folder("load-small"), small, reads=3,
-                                              profile_run=False))
-        self.big_folder = self.folder("load-big")
-        out["big"] = asyncio.run(ours.chain(self.big_folder, big, reads=3, profile_run=False))
+        out.update(small=small, n=n, big=big)
         self.res["loads"] = out
-
-    def beside(self) -> None:
-        """A small run's supersteps alone, then beside a reader of the long run's head."""
-        path = Path(getattr(self, "big_folder", "")) / "ours.db"
-        if not path.exists():
-            raise RuntimeError("needs the long run of the loads measurement (--only loads,beside)")
-        n = self.args.beside_n
-        alone = asyncio.run(superstep_times(path, n))
-        run_id = asyncio.run(first_run(path))
-        reader = subprocess.Popen([sys.executable, "-c", READER, str(path), run_id],
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert reader.stdout is not None
-            assert reader.stdout.readline().strip() == "reading"  # its first read is done
-            beside = asyncio.run(superstep_times(path, n))
-        finally:
-            reader.terminate()
-            reads = reader.communicate(timeout=30)[0].strip()
-        self.res["beside"] = {"n": n, "big_n": self.res["loads"]["big"]["n"], "alone": alone,
-                              "beside": beside, "reads": int(reads or 0)}
 
     def chain(self) -> None:
         n, reps = self.args.chain_n, self.args.reps
@@ -258,10 +243,9 @@ class Bench:
 
     def pg_commit(self) -> None:
         with database(self.args.pg_dsn, "commit") as dsn:
-            self.res["pg_commit"] = asyncio.run(fleet_commit.measure(dsn, self.args.commits))
-            if self.res["pg_commit"]["ratio_median"] > 1.5:
-                self.profiles["PostgreSQL chain commit"] = asyncio.run(fleet_commit.measure(
-                    dsn, max(50, self.args.commits // 4), profile=True))["profile"]
+            self.res["pg_commit"] = res = asyncio.run(commit_vs_one_statement(dsn, self.args.commits))
+            if res["ratio"] > 1.5:
+                self.profiles["PostgreSQL chain commit"] = res["profile"]
 
     def fleet(self) -> None:
         out = self.tmp / "fleet-out"
@@ -300,9 +284,12 @@ class Bench:
             folder = str(self.tmp / "inbox")
             self.profiles["inbox"] = profiled(lambda: ours.inbox(folder, 5, self.args.inbox_runs))
         if any(t.startswith(("resume", "a ", "worst")) for t in missed):
-            folder = self.folder("profile-load")
-            self.profiles["get_state of a long run's head"] = profiled(
-                lambda: ours.chain(folder, self.args.load_n, reads=1, profile_run=False))
+            import loads as lo
+
+            path = Path(self.tmp / "loads" / f"loads{self.args.big_n}.db")
+            run_id = f"long{self.args.big_n}"
+            self.profiles[f"get_state of the head of the {self.args.big_n:,}-superstep run"] = (
+                profiled(lambda: lo._sample(path, lambda rt: rt.get_state(run_id), 1)))
         if any(t.startswith("chain") for t in missed):
             folder = self.folder("profile-chain")
             self.profiles["chain (ours, SQLite)"] = profiled(
@@ -333,29 +320,33 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                      _status(ib["list_s"] < 0.1)))
     if "loads" in res:
         ld = res["loads"]
-        o, n = ld["ours"]["reads"], ld["ours"]["n"]
-        t = ld.get("theirs", {}).get("reads")
-        vs = (f" (LangGraph aget_state {_ms(t['head'])}, aget_tuple {_ms(t['load_head'])}: "
-              f"{o['head'] / t['head']:.1f}x / {o['load_head'] / t['load_head']:.1f}x)" if t else
-              " (LangGraph not measured)")
+        n, small, big = ld["n"], ld["small"], ld["big"]
+        head = ld["heads"][n]
+        o, t = ld["ours"]["reads"], ld.get("theirs", {}).get("reads")
+        vs = (f"; the same chain: ours get_state {_ms(o['head'])}, loader {_ms(o['load_head'])}, "
+              f"LangGraph aget_state {_ms(t['head'])}, aget_tuple {_ms(t['load_head'])}: "
+              f"{o['head'] / t['head']:.1f}x / {o['load_head'] / t['load_head']:.1f}x" if t else
+              "; LangGraph not measured")
+        worst = max(head["get_state_ms"], head["loader_ms"])
         rows.append((f"resume (get_state) from the head at N={n:,} under 10 ms",
-                     f"get_state {_ms(o['head'])}, engine loader {_ms(o['load_head'])}{vs}",
-                     _status(max(o["head"], o["load_head"]) < 0.01)))
-        small, big = ld["small"], ld["big"]
-        ratio = big["reads"]["head"] / small["reads"]["head"]
-        rows.append((f"a {big['n']:,}-superstep load at most 3x a {small['n']:,} one",
-                     f"{_ms(big['reads']['head'])} / {_ms(small['reads']['head'])} = {ratio:.1f}x",
-                     _status(ratio <= 3)))
-    if "beside" in res:
-        bs = res["beside"]
-        ratio = bs["beside"]["worst"] / bs["beside"]["median"]
-        rows.append((f"worst superstep of a small run beside a {bs['big_n']:,}-superstep reader "
-                     "at most 5x its median",
-                     f"{ratio:.1f}x (worst {_ms(bs['beside']['worst'])}, median "
-                     f"{_ms(bs['beside']['median'])}, p99 {_ms(bs['beside']['p99'])}; "
-                     f"{bs['reads']} reads of the head meanwhile; alone: worst "
-                     f"{bs['alone']['worst'] / bs['alone']['median']:.1f}x its median)",
-                     _status(ratio <= 5)))
+                     f"get_state {head['get_state_ms']:.1f} ms, engine loader "
+                     f"{head['loader_ms']:.1f} ms, resume {head['resume_ms']:.1f} ms{vs}",
+                     _status(worst < 10)))
+        ratios = {k: ld["heads"][big][f"{k}_ms"] / ld["heads"][small][f"{k}_ms"]
+                  for k in ("get_state", "loader")}
+        rows.append((f"a {big:,}-superstep load at most 3x a {small:,} one",
+                     f"get_state {ratios['get_state']:.1f}x ({ld['heads'][big]['get_state_ms']:.1f} "
+                     f"/ {ld['heads'][small]['get_state_ms']:.1f} ms), loader "
+                     f"{ratios['loader']:.1f}x ({ld['heads'][big]['loader_ms']:.1f} / "
+                     f"{ld['heads'][small]['loader_ms']:.1f} ms)", _status(max(ratios.values()) <= 3)))
+        st = ld["stall"]
+        over = {k: v["worst_over_alone_median"] for k, v in st.items()}
+        rows.append((f"worst superstep of a small run beside a {big:,}-superstep reader at most 5x "
+                     "its median",
+                     "; ".join(f"{k} reader {over[k]:.1f}x (worst {v['beside_worst_ms']:.1f} ms, "
+                               f"median alone {v['alone_median_ms']:.2f} ms, "
+                               f"{v['loads_meanwhile']} loads meanwhile)" for k, v in st.items()),
+                     _status(max(over.values()) <= 5)))
     if "chain" in res:
         ch = res["chain"]
         if "theirs" in ch:
@@ -370,8 +361,8 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     if "pg_commit" in res:
         pc = res["pg_commit"]
         rows.append(("PostgreSQL chain superstep at most 1.5x a raw asyncpg one-statement "
-                     "transaction", f"{pc['ratio_median']:.2f}x ({_ms(pc['store']['median'])} vs "
-                     f"{_ms(pc['raw']['median'])}, medians)", _status(pc["ratio_median"] <= 1.5)))
+                     "transaction", f"{pc['ratio']:.2f}x ({_ms(pc['store'])} vs {_ms(pc['raw'])}, "
+                     "medians)", _status(pc["ratio"] <= 1.5)))
     if "fleet" in res:
         fl = res["fleet"]
         rows.append(("2 workers at least 1.8x one on PostgreSQL (I/O-bound nodes)",
@@ -400,12 +391,14 @@ def render(bench: Bench, rows: list[tuple[str, str, str]], command: str, took: f
              "absolute times are noisy: the ratios come from the same run).", "",
              "Method: SQLite sides as in `bench/run.py` (`synchronous=FULL`, LangGraph's "
              "`AsyncSqliteSaver`), here in one process, one side after the other, each on a fresh "
-             "database; reads on a fresh store, minimum of 3. Beside a reader: a small chain in "
-             "the database of the long run while another process calls `get_state` on that "
-             "run's head in a loop; superstep times from the `checkpoint_saved` events. The "
-             "inbox: `Runtime.pending_requests()` on a fresh store, median of 5. PostgreSQL: "
-             "`fleet_commit.py` (store commits "
-             "interleaved with raw one-statement transactions), `fleet.py --workers 1,2 --stores "
+             "database; reads on a fresh store, minimum of 3. Loads and a small run beside a "
+             "reader: `bench/loads.py` (waiting runs of N supersteps, each head read 5 times on a "
+             "new store, median; a small run alone, then beside a task on the same loop that "
+             "reads the long run's head over and over). The inbox: "
+             "`Runtime.pending_requests()` on a fresh store, median of 5. PostgreSQL: "
+             "a chain superstep's `PostgresStore.commit` (`fleet_commit.py`'s) interleaved with "
+             "a one-statement INSERT of as many bytes (autocommit) on the same pool, medians of "
+             "1,000 pairs; `fleet.py --workers 1,2 --stores "
              "postgres --workloads io`, and the short workflows (three steps, each run awaited "
              "before the next starts) on a fresh database per side on the same server.", "",
              "| target | measured | status |", "|---|---|---|"]
@@ -425,7 +418,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--without", default="", help="leave out these sides: langgraph,dbos")
     parser.add_argument("--out", default=None, help="write RESULTS.md here instead of bench/")
     parser.add_argument("--pg-dsn", default=SERVER_DSN)
-    parser.add_argument("--only", default="inbox,loads,beside,chain,pg_commit,fleet,short")
+    parser.add_argument("--only", default="inbox,loads,chain,pg_commit,fleet,short")
     args = parser.parse_args(argv)
     sizes = ({"inbox_runs": 100, "load_n": 200, "small_n": 50, "big_n": 400, "chain_n": 100,
               "beside_n": 40, "reps": 1, "commits": 60, "fleet_runs": 16, "fleet_reps": 1,
