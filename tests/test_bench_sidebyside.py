@@ -16,7 +16,7 @@ from pgdb import on_database, server_dsn
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 TARGETS = (
-    r"inbox over 100 waiting runs under 100 ms: [\d.]+ ms",
+    r"inbox over 100 waiting runs under 100 ms: [\d.]+ ms \(CPU [\d.]+ ms\)",
     r"resume \(get_state\) from the head at N=200 under 10 ms: get_state [\d.]+ ms, engine "
     r"loader [\d.]+ ms, resume [\d.]+ ms; LangGraph not measured",
     r"a 400-superstep load at most 3x a 50 one: get_state [\d.]+x .*, loader [\d.]+x",
