@@ -15,6 +15,7 @@ the usual way, which names the damaged one.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,14 @@ if TYPE_CHECKING:
 __all__ = ["pending_views_tx", "views_from_tuples"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# PendingRequest is a frozen dataclass with slots: each row's is made empty and its
+# slots filled through their descriptors, as its generated __init__ fills them through
+# object.__setattr__, without binding a dozen keyword arguments per row (half the cost)
+_FIELDS = tuple(f.name for f in dataclasses.fields(PendingRequest))
+assert _FIELDS == ("id", "run_id", "node", "payload", "response_schema", "created_at",
+                   "workflow_name", "expires_at", "title", "assignees", "roles", "escalated")
+_SETTERS = tuple(getattr(PendingRequest, name).__set__ for name in _FIELDS)
 _TAG = b'"__df__":'  # a payload holding a tagged value is decoded by model._serde.decode
 
 
@@ -56,7 +65,9 @@ def views_from_tuples(columns: Sequence[str], rows: Sequence[Row]) -> list[Pendi
     schemas: dict[bytes, dict[str, Any]] = {}
     approvals: dict[bytes | None, Approval] = {}
     out: list[PendingRequest] = []
-    append, loads, delta = out.append, orjson.loads, timedelta
+    append, loads, delta, new = out.append, orjson.loads, timedelta, object.__new__
+    s_id, s_run, s_node, s_payload, s_schema, s_created, s_wf, s_due, s_title, s_who, s_roles, \
+        s_escalated = _SETTERS
     try:
         for r in rows:
             data, shape, stored = r[payload], r[schema], r[appr]
@@ -71,13 +82,20 @@ def views_from_tuples(columns: Sequence[str], rows: Sequence[Row]) -> list[Pendi
                 approval = approvals[stored] = approval_from(
                     stored if stored is None or type(stored) is bytes else bytes(stored))
             expires = r[due]
-            append(PendingRequest(
-                id=r[rid], run_id=r[run], node=r[node], payload=value, response_schema=response,
-                created_at=_EPOCH + delta(microseconds=r[created]), workflow_name=r[wf],
-                expires_at=None if expires is None else _EPOCH + delta(microseconds=expires),
-                title=approval.title or default_title(value, r[node]),
-                assignees=approval.assignees, roles=approval.roles,
-                escalated=approval.escalated))
+            view = new(PendingRequest)
+            s_id(view, r[rid])
+            s_run(view, r[run])
+            s_node(view, r[node])
+            s_payload(view, value)
+            s_schema(view, response)
+            s_created(view, _EPOCH + delta(microseconds=r[created]))
+            s_wf(view, r[wf])
+            s_due(view, None if expires is None else _EPOCH + delta(microseconds=expires))
+            s_title(view, approval.title or default_title(value, r[node]))
+            s_who(view, approval.assignees)
+            s_roles(view, approval.roles)
+            s_escalated(view, approval.escalated)
+            append(view)
     except (ValueError, TypeError, OverflowError, AttributeError):
         return None
     return out
