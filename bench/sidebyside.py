@@ -31,6 +31,7 @@ import json
 import os
 import pstats
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -135,6 +136,35 @@ async def inbox_list(path: Path) -> tuple[float, float]:
         began, cpu = time.perf_counter(), time.process_time()
         await rt.pending_requests()
         return time.perf_counter() - began, time.process_time() - cpu
+
+
+def inbox_profile(path: Path) -> str:
+    """The inbox's statement on a plain ``sqlite3`` connection, then its rows, profiled.
+
+    The store runs both in its reader thread, out of a profiler's sight.
+    """
+    from durable_flow.store.sql._cache import statements_for
+    from durable_flow.store.sql._inbox import views_from_tuples
+
+    stmt = statements_for("sqlite").req_views[False]
+    conn = sqlite3.connect(path)
+    try:
+        began = time.perf_counter()
+        rows = conn.execute(stmt.sql, stmt.bind({"workflow_name": None, "now": 0})).fetchall()
+        query = time.perf_counter() - began
+    finally:
+        conn.close()
+    prof = cProfile.Profile()
+    began = time.perf_counter()
+    prof.enable()
+    views_from_tuples(stmt.columns, rows)
+    prof.disable()
+    views = time.perf_counter() - began
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(10)
+    text = "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+    return (f"query (fetchall of {len(rows):,} rows): {_ms(query)}; rows to PendingRequest "
+            f"(profiled): {_ms(views)}\n{text}")
 
 
 RAW_ONE = "INSERT INTO df_bench_raw (id, data) VALUES ($1, $2)"
@@ -295,8 +325,8 @@ class Bench:
     def profile_misses(self, rows: list[tuple[str, str, str]]) -> None:
         missed = {target for target, _, status in rows if status == "**missed**"}
         if any(t.startswith("inbox") for t in missed):
-            folder = str(self.tmp / "inbox")
-            self.profiles["inbox"] = profiled(lambda: ours.inbox(folder, 5, self.args.inbox_runs))
+            self.profiles["inbox (its query and rows, run here outside the store's thread)"] = (
+                inbox_profile(self.tmp / "inbox" / "ours_inbox.db"))
         if any(t.startswith(("resume", "a ", "worst")) for t in missed):
             import loads as lo
 
@@ -304,6 +334,9 @@ class Bench:
             run_id = f"long{self.args.big_n}"
             self.profiles[f"get_state of the head of the {self.args.big_n:,}-superstep run"] = (
                 profiled(lambda: lo._sample(path, lambda rt: rt.get_state(run_id), 1)))
+        if any(t.startswith("2 workers") for t in missed):
+            self.notes.append("2 workers against 1: the worker processes are profiled by "
+                              "`make bench-fleet` (py-spy, in its section of this file), not here.")
         if any(t.startswith("chain") for t in missed):
             folder = self.folder("profile-chain")
             self.profiles["chain (ours, SQLite)"] = profiled(
