@@ -8,7 +8,9 @@ supersteps (the chain of ``longrun_work.py``: one ~200-byte message per
 superstep), a real ``resume`` with the answer (one sample), the ratio of the
 largest N to the smallest, and the worst and median superstep of a small run
 (500 supersteps) alone and while a task on the same loop reads the largest
-run over and over (``get_state`` of its head, then the engine's loader).
+run over and over (``get_state`` of its head, then the engine's loader), and
+the longest the event loop is held at once by one read (a ticker task's
+longest gap between turns).
 Every function returns a dict of figures, so another script can call them
 (``measure_loads``, ``measure_stall``, ``main``); the output is one JSON
 document. ``--write`` puts a section in ``bench/RESULTS.md`` (``--before
@@ -114,6 +116,45 @@ async def measure_stall(path: Path, run_id: str, n: int, small: int = 500,
             "loads_meanwhile": loads[0]}
 
 
+async def _ticker(done: asyncio.Event, longest: list[float]) -> None:
+    """Yield in a loop until ``done``; ``longest[0]``: the longest gap between two turns."""
+    last = time.perf_counter()
+    while not done.is_set():
+        await asyncio.sleep(0)
+        now = time.perf_counter()
+        longest[0] = max(longest[0], now - last)
+        last = now
+
+
+async def measure_hold(path: Path, run_id: str, n: int, reps: int = 5) -> dict[str, float]:
+    """The longest the event loop is held at once while one read of ``run_id`` runs, ms.
+
+    A ticker task yields in a loop and records the longest gap between two of
+    its turns while the read runs (median over ``reps`` reads, each on a new
+    store object): what the read holds up every other task of the process.
+    """
+    wf = workflow(n)
+    out: dict[str, float] = {}
+    for name in ("get_state", "loader"):
+        holds = []
+        for _ in range(reps):
+            async with Runtime(SqliteStore(str(path))) as rt:
+                head = (await rt.get_run(run_id)).head_checkpoint_id
+                done = asyncio.Event()
+                longest = [0.0]
+                task = asyncio.create_task(_ticker(done, longest))
+                await asyncio.sleep(0)
+                if name == "loader":
+                    await load_head(rt.store, wf, run_id, head)
+                else:
+                    await rt.get_state(run_id)
+                done.set()
+                await task
+                holds.append(longest[0])
+        out[f"{name}_longest_hold_ms"] = statistics.median(holds) * 1e3
+    return out
+
+
 async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> dict[str, Any]:
     """Every figure, as one dict."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,6 +164,7 @@ async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> d
         for n in sizes:
             runs[n] = await build_run(where, n)
             out["loads"][n] = await measure_loads(*runs[n], n, reps)
+            out["loads"][n] |= await measure_hold(*runs[n], n, reps)
             print(f"N={n}: {out['loads'][n]}", file=sys.stderr)
         lo, hi = min(sizes), max(sizes)
         out["ratio"] = {k: out["loads"][hi][k] / out["loads"][lo][k] for k in out["loads"][lo]}
@@ -131,14 +173,17 @@ async def main(sizes: list[int], reps: int = 5, folder: Path | None = None) -> d
         return out
 
 
-def render(after: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+def render(after: dict[str, Any], before: dict[str, Any] | None = None,
+           notes: str = "") -> str:
     """The ``loads-engine`` section of ``bench/RESULTS.md``: figures, and the "before" beside."""
     from sections import markers
 
     start, end = markers("loads-engine")
     cols = [("loader_cpu_ms", "engine loader, CPU ms"), ("get_state_cpu_ms", "get_state, CPU ms"),
             ("loader_ms", "engine loader, wall ms"), ("get_state_ms", "get_state, wall ms"),
-            ("resume_ms", "resume, wall ms (1 sample)")]
+            ("resume_ms", "resume, wall ms (1 sample)"),
+            ("get_state_longest_hold_ms", "get_state, longest hold of the event loop, ms"),
+            ("loader_longest_hold_ms", "engine loader, longest hold of the event loop, ms")]
     lines = [start, "## Loads of a long run's head (`bench/loads.py`)", "",
              "SQLite, the chain of `longrun_work.py` ending waiting at N supersteps; median of "
              "the samples, each on a new store object. Before: the same script on the code "
@@ -168,6 +213,8 @@ def render(after: dict[str, Any], before: dict[str, Any] | None = None) -> str:
                          f"{st['alone_worst_ms']:.2f} | {st['beside_median_ms']:.2f} | "
                          f"{st['beside_worst_ms']:.2f} | {st['worst_over_alone_median']:.1f}x | "
                          f"{st['loads_meanwhile']} |")
+    if notes:
+        lines += ["", notes]
     lines.append(end)
     return "\n".join(lines)
 

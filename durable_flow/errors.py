@@ -391,7 +391,10 @@ class SerializationError(StoreError):
 
 
 class CheckpointCorruptedError(StoreError):
-    """A stored row cannot be read back (bad bytes, unknown type tag)."""
+    """A stored row cannot be read back (bad bytes, unknown type tag, a changed digest).
+
+    A changed digest: bytes that no longer match the digest they were written with.
+    """
 
     def __init__(self, run_id: str, checkpoint_id: str, reason: str) -> None:
         self.run_id = run_id

@@ -21,7 +21,7 @@ from ..model._serde import TAG_BYTES, as_bytes, decode, encode
 from ..model._task_id import TaskId
 from ..store._protocols import CheckpointMeta, CheckpointWrite, LoadedCheckpoint
 from ._histories import MESSAGES, expand, has_refs
-from ._lazy import LazyLog, verified
+from ._lazy import LazyLog, first_digests, verified
 
 __all__ = [
     "DAMAGE", "HISTORY_PREFIX", "REWRITTEN", "LogGrowth", "ThreadState", "corrupted",
@@ -336,7 +336,8 @@ def self_contained(loaded: LoadedCheckpoint, run_id: str, thread: str, *, carrie
         m, id=new_checkpoint_id(), run_id=run_id, thread=thread, parent_id=None, seq=0,
         created_at=utcnow(), source=source, status=status,
         log_lengths={log_name(ch): n for ch, n in m.log_lengths.items()},
-        value_versions=dict.fromkeys(loaded.values, 0), error=None, digests={},
+        value_versions=dict.fromkeys(loaded.values, 0), error=None,
+        digests=first_digests(loaded.values, appends),
         size=sum(map(len, loaded.values.values())) + sum(map(len, appends.values())))
     return CheckpointWrite(meta=meta, values=dict(loaded.values), appends=appends)
 

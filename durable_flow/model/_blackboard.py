@@ -45,10 +45,12 @@ class Blackboard(BaseModel):
             _resolve(self, deferred, next(iter(deferred)))
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """Pydantic's ``model_dump``, every field built first."""
         self._settle()
         return super().model_dump(**kwargs)
 
     def model_dump_json(self, **kwargs: Any) -> str:
+        """Pydantic's ``model_dump_json``, every field built first."""
         self._settle()
         return super().model_dump_json(**kwargs)
 

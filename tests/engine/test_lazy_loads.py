@@ -229,3 +229,50 @@ def test_a_field_left_out_until_read_behaves_as_the_built_one() -> None:
     board, _log = lazy()
     assert board.model_fields_set == plain.model_fields_set
     assert plain == board and board.messages is board.messages
+
+
+def test_a_log_digest_checks_every_prefix_chunked_or_merged() -> None:
+    """A checkpoint's digest fits its chunks and any segment merged from them; a byte changed does not."""
+    import random
+
+    from durable_flow.engine._lazy import _log_matches, extend_digest
+
+    rng = random.Random(7)
+    for _ in range(500):
+        chunks: list[bytes] = []
+        digests = []
+        digest = None
+        for _ in range(rng.randint(1, 6)):
+            items = [b'"%d"' % rng.randint(0, 999) for _ in range(rng.randint(0, 3))]
+            chunks.append(b"[" + b",".join(items) + b"]")
+            digest = extend_digest(digest, chunks[-1])
+            digests.append(digest)
+        segment = b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
+        for d in digests:  # every checkpoint of the block, before and after the merge
+            assert _log_matches(chunks, *d) and _log_matches([segment], *d)
+        if digests[-1][1]:
+            spoiled = bytearray(segment)
+            at = rng.randrange(1, len(spoiled) - 1)
+            spoiled[at] ^= 0x01
+            assert not _log_matches([bytes(spoiled)], *digests[-1])
+
+
+async def test_a_fork_is_trusted_like_the_run_it_copies(tmp_path: Path) -> None:
+    """A fork's self-contained copy carries digests of what it wrote, and loads lazily."""
+    db = tmp_path / "fork.db"
+    async with Runtime(SqliteStore(db, synchronous="normal")) as rt:
+        first = await rt.run(chain(), {"limit": 30}, max_supersteps=40)
+        head = (await rt.get_run(first.run_id)).head_checkpoint_id
+        forked = await rt.fork(chain(), first.run_id, head)
+        assert forked.status is RunStatus.WAITING
+        metas = await rt.store.list_checkpoints(forked.run_id)
+        assert metas and all(m.digests for m in metas)
+        from durable_flow.engine._loop import RunContext, ThreadRunner
+        from durable_flow.store._protocols import Lease
+        runner = ThreadRunner(RunContext(rt.store, Lease(forked.run_id, "", 0, None), "w",
+                                         lambda e: None), chain())  # type: ignore[arg-type]
+        state = await runner.load(metas[0].id)
+        assert type(state.values["messages"]) is LazyLog
+        assert [m.content for m in state.values["messages"]] == [f"m{i}" for i in range(30)]
+        done = await resume(rt, chain(read_history=True), forked.run_id)
+        assert done.status is RunStatus.COMPLETED and done.state.seen == 30

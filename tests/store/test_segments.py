@@ -194,6 +194,7 @@ async def test_upgrading_merges_the_chunks_written_before_segments(
         conn.execute("DROP TABLE stream_entries")  # added by 0007, with these columns
         for column in ("input_tokens", "output_tokens", "usd", "budget_tokens", "budget_usd"):
             conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        conn.execute("ALTER TABLE checkpoints DROP COLUMN digests")  # added by 0011
     async with SqliteStore(db, synchronous="normal") as store:
         for c in (chain, sub):
             for meta in c.metas:
