@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
 
-.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked clean
+.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -77,6 +77,14 @@ bench-stream: $(STAMP)
 # bench/RESULTS.md (about half a minute).
 bench-parked: $(STAMP)
 	$(BIN)/python bench/parked.py --write
+
+# The DESIGN.md targets side by side in one run: the inbox, long-run loads and the chain
+# against LangGraph, PostgreSQL commits, 2 workers against 1, short workflows against DBOS
+# Transact (fresh databases on this machine's server unless DURABLE_FLOW_BENCH_PG_DSN names
+# another); writes its section of bench/RESULTS.md (under ten minutes).
+bench-loads: $(STAMP)
+	$(BIN)/python -m pip install -q -r bench/requirements.txt
+	$(BIN)/python bench/sidebyside.py
 
 clean:
 	rm -rf $(VENV) demo.db demo.log site

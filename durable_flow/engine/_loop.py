@@ -168,9 +168,13 @@ class ThreadRunner:
         return await load_head(loaded, self.schema, decode_checkpoint)  # type: ignore[no-any-return]
 
     # the loop ---------------------------------------------------------------
-    async def run(self, state: ThreadState) -> ThreadOutcome:
-        """Run supersteps from ``state`` until the thread completes, waits or fails."""
-        resumed = True
+    async def run(self, state: ThreadState, *, new: bool = False) -> ThreadOutcome:
+        """Run supersteps from ``state`` until the thread completes, waits or fails.
+
+        ``new``: ``state`` is the first checkpoint of a run this lease just
+        created, so nothing is recorded against it (nothing to read back).
+        """
+        resumed = not new
         while True:
             if (stopped := stopped_at(state.meta, resumed)) is not None:
                 return ThreadOutcome(stopped, state)

@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..engine._fork import check_no_recorded_work, commit_update, plan_update, prepare_fork
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
@@ -144,7 +144,7 @@ class Runtime(RuntimeApprovals):
                                      budget=budget)
         if isinstance(created, ThreadState):
             async for event in self._begin(workflow, lease, created, events, limit,
-                                           sent_at=sent):
+                                           sent_at=sent, new=True):
                 yield event
             return
         record = created
@@ -159,9 +159,12 @@ class Runtime(RuntimeApprovals):
         return state if state is not None else await self._require(lease.run_id)
 
     async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
-                     limit: int, *, sent_at: float | None = None,
+                     limit: int, *, sent_at: float | None = None, new: bool = False,
                      **started: Any) -> AsyncIterator[Event]:
-        """Execute a run just created with ``state`` as its head (or report it finished)."""
+        """Execute a run just created with ``state`` as its head (or report it finished).
+
+        ``new``: a run started afresh (nothing recorded against its head, as a fork's may).
+        """
         data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
         if not state.meta.next_tasks and not state.meta.parked:
             if events:
@@ -172,7 +175,7 @@ class Runtime(RuntimeApprovals):
 
         async def go(rc: RunContext) -> ThreadOutcome:
             rc.emit("run_started", "", state.meta.superstep, **data)
-            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state)
+            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state, new=new)
 
         async for event in self._exec.execute(workflow, lease, go, events=events,
                                               sent_at=sent_at):
@@ -524,7 +527,10 @@ class Runtime(RuntimeApprovals):
         A request past its deadline is left out, unless it escalates and the
         escalation is not recorded yet: its first people may still answer it.
         """
-        schemas: dict[bytes, Any] = {}
+        views = getattr(self.store, "pending_views", None)  # SQL stores: straight from the rows
+        if views is not None and (found := await views(workflow_name=workflow_name)) is not None:
+            return cast("list[PendingRequest]", found)
+        schemas: dict[bytes, Any] = {}  # otherwise (or a damaged row, to name it) the usual way
         return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]
 

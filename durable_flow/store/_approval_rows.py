@@ -20,7 +20,8 @@ from ..model._decisions import DecisionKind, DecisionVia
 from ..model._serde import decode
 from ._rows import RequestRow
 
-__all__ = ["Answerer", "Approval", "DecisionDraft", "approval_of", "check_permitted", "decision_for"]
+__all__ = ["Answerer", "Approval", "DecisionDraft", "approval_from", "approval_of", "check_permitted",
+           "decision_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +54,14 @@ class Approval:
 
 def approval_of(row: RequestRow) -> Approval:
     """The approval of a request row (an empty one when it has none)."""
-    if row.approval is None:
+    return approval_from(row.approval)
+
+
+def approval_from(stored: bytes | None) -> Approval:
+    """An approval from its stored JSON (``requests.approval``; None: an empty one)."""
+    if stored is None:
         return Approval()
-    data: dict[str, Any] = orjson.loads(row.approval)
+    data: dict[str, Any] = orjson.loads(stored)
     return Approval(title=data.get("title"), assignees=tuple(data.get("assignees", ())),
                     roles=tuple(data.get("roles", ())), escalate_to=tuple(data.get("escalate_to", ())),
                     escalated=bool(data.get("escalated", False)), window=data.get("window"))

@@ -60,7 +60,7 @@ import importlib
 from collections.abc import Callable
 from functools import partial
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -77,7 +77,9 @@ from tenacity import (
 
 from ..errors import InvalidInputError, RunLockedError, StoreError
 from ._pg_advance import commit_advancing
+from ._pg_reads import read_alone
 from ._pg_session import OwnConnection, SessionLimits
+from ._pg_start import OneStatementStart
 from ._protocols import Commit, Lease
 from .sql import _migrate
 from .sql._base import (
@@ -234,6 +236,11 @@ class _PostgresDriver:
 
     async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool) -> T:
         async with self._pool.acquire() as conn:
+            if not write:  # a read of one statement needs no BEGIN/COMMIT (_pg_reads.py)
+                alone, value = await read_alone(conn, tx, partial(self._perform, conn),
+                                                self._closed, _ConnectionLost)
+                if alone:
+                    return cast(T, value)
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
             try:
@@ -434,7 +441,7 @@ def _check_options(min_size: object, max_size: object, reconnect_timeout: object
                                     f">= {least:g}, got {seconds!r}")
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(OneStatementStart, SqlStore):
     """Checkpoints in a PostgreSQL database, shared by every process that opens it.
 
     ``dsn`` is a ``postgresql://user:password@host:port/database`` URL

@@ -28,7 +28,7 @@ from typing import Any, Self
 
 from ...model._budget import Budget, RunUsage
 from ...model._decisions import Decision
-from ...model._records import ErrorInfo, RunStatus
+from ...model._records import ErrorInfo, PendingRequest, RunStatus
 from .._approval_rows import Answerer
 from .._protocols import (
     CheckpointMeta,
@@ -48,6 +48,7 @@ from .._protocols import (
 from ._approvals_api import SqlApprovals
 from ._cache import statements_for
 from ._decisions import decisions_tx
+from ._inbox import pending_views_tx
 from ._ops import (
     RUNS_CHANNEL,
     Driver,
@@ -300,6 +301,11 @@ class SqlStore(SqlApprovals, abc.ABC):
         """Every open request across all runs, oldest first (the inbox); ``limit``/``after`` page it."""
         return await self.driver.run(
             partial(pending_requests_tx, self._q, workflow_name, limit, after), write=False)
+
+    async def pending_views(self, *, workflow_name: str | None = None
+                            ) -> list[PendingRequest] | None:
+        """The whole inbox as ``PendingRequest`` (``_inbox.py``); None when a row is damaged."""
+        return await self.driver.run(partial(pending_views_tx, self._q, workflow_name), write=False)
 
     async def prune(
         self,

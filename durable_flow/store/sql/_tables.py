@@ -228,6 +228,17 @@ class Queries:
         self.commit_advance: Statement | None = c(_advance(advance)) if pg else None
         self.commit_advance_merge: Statement | None = (
             c(_advance(advance, merging=True)) if pg else None)
+        # and the commit that completes a run with its last checkpoint (run_update_release_cas)
+        finish = update(runs).where(*lease, head).values(
+            {**changes, "lease_owner": None, "lease_expires_at": None})
+        self.commit_finish: Statement | None = c(_advance(finish)) if pg else None
+        self.commit_finish_merge: Statement | None = (
+            c(_advance(finish, merging=True)) if pg else None)
+        # and the start of a run: its row (unless the run exists) with its first checkpoint
+        # (store/_pg_start.py; the run's columns bound as run_<column>)
+        start = d.insert(runs).values({col.name: bindparam(f"run_{col.name}") for col in runs.c})
+        self.commit_start: Statement | None = c(_advance(
+            start.on_conflict_do_nothing(index_elements=[runs.c.run_id]))) if pg else None
         # a worker's claim: the oldest runs of one workflow version a worker may take,
         # highest priority first; rows another transaction locked are skipped
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
@@ -363,6 +374,11 @@ class Queries:
         self.req_inbox = {(*k, paged): c(s.limit(bindparam("limit", type_=Integer)) if paged else s)
                           for k, s in _variants(inbox, [*_where(reqs, "workflow_name"), after]).items()
                           for paged in (False, True)}
+        # the whole inbox as people see it: only the columns a PendingRequest shows (_inbox.py)
+        shown = [reqs.c[n] for n in ("request_id", "run_id", "workflow_name", "node", "payload",
+                                     "response_schema", "created_at", "expires_at", "approval")]
+        self.req_views = {k[0]: c(s.with_only_columns(*shown)) for k, s in _variants(
+            inbox, _where(reqs, "workflow_name")).items()}
         self.req_delete = c(delete(reqs).where(*_where(reqs, "run_id", "checkpoint_id")))
         anchors = select(reqs.c.run_id, reqs.c.checkpoint_id).where(is_open).distinct()
         self.req_anchors = {k: c(s) for k, s in _variants(anchors, _where(reqs, "run_id")).items()}
@@ -396,7 +412,7 @@ def _byte(hex_digits: str) -> ColumnElement[Any]:
     return literal_column(f"'\\x{hex_digits}'::bytea", LargeBinary)
 
 
-def _advance(moving: Update, *, merging: bool = False) -> Select[Any]:
+def _advance(moving: Update | Insert, *, merging: bool = False) -> Select[Any]:
     """The common superstep commit in one statement (PostgreSQL, see ``_pg_advance.py``).
 
     Data-modifying CTEs: the run's head moves (``run_advance_cas``: lease and
