@@ -67,13 +67,14 @@ from ._state import (
     stored_tasks,
 )
 from ._task import (
-    TaskFence,
     TaskResult,
     call_node,
     failed,
     interrupted,
     make_context,
     normalize,
+    stop_tasks,
+    task_outcome,
 )
 
 __all__ = ["RunContext", "ThreadOutcome", "ThreadRunner"]
@@ -291,7 +292,7 @@ class ThreadRunner:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
-                    res = _task_outcome(fut, fence)
+                    res = task_outcome(fut, fence)
                     results.append(res)
                     if res.kind == "done" and pending:
                         queue.append(res)
@@ -300,7 +301,7 @@ class ThreadRunner:
             if flusher is not None:
                 await flusher
         finally:
-            await _stop(pending, flusher)
+            await stop_tasks(pending, flusher)
         fence.check()  # a node that swallowed the lost lease does not get its result committed
         return results, saved_now
 
@@ -578,29 +579,3 @@ class ThreadRunner:
 def _traceback(exc: BaseException) -> str:
     """The exception's traceback as text, for logs and traces of a failed attempt."""
     return "".join(traceback.format_exception(exc))
-
-
-def _task_outcome(fut: asyncio.Task[TaskResult], fence: TaskFence) -> TaskResult:
-    """A finished task's result; a task stopped by a lost lease raises the ``LeaseLostError``."""
-    if fut.cancelled():
-        fence.check()
-    elif isinstance(exc := fut.exception(), LeaseLostError):
-        fence.lose(exc)
-    return fut.result()
-
-
-async def _stop(pending: set[asyncio.Task[TaskResult]], flusher: asyncio.Task[None] | None) -> None:
-    """Cancel the tasks still running and wait until they have stopped.
-
-    A failed flusher's error was already acted on (a lost lease stopped the
-    tasks); it is read here so it is not reported as never retrieved.
-    """
-    tasks: list[asyncio.Task[Any]] = [*pending]
-    if flusher is not None:
-        tasks.append(flusher)
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.wait(tasks)
-    if flusher is not None and not flusher.cancelled():
-        flusher.exception()

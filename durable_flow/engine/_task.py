@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..model._blackboard import StateSchema
     from ..store._protocols import RequestRow, TaskWrite
 
-__all__ = ["TaskFence", "TaskResult", "call_node", "normalize"]
+__all__ = ["TaskFence", "TaskResult", "call_node", "normalize", "stop_tasks", "task_outcome"]
 
 TaskKind = Literal["done", "interrupted", "failed"]
 
@@ -212,3 +212,29 @@ def make_context(io: TaskIO, node: str, superstep: int, history: list[Message],
     ctx = NodeContext(io=io, node=node, superstep=superstep, history=history, log=log)
     ctx.arg = arg
     return ctx
+
+
+def task_outcome(fut: asyncio.Task[TaskResult], fence: TaskFence) -> TaskResult:
+    """A finished task's result; a task stopped by a lost lease raises the ``LeaseLostError``."""
+    if fut.cancelled():
+        fence.check()
+    elif isinstance(exc := fut.exception(), LeaseLostError):
+        fence.lose(exc)
+    return fut.result()
+
+
+async def stop_tasks(pending: set[asyncio.Task[TaskResult]], flusher: asyncio.Task[None] | None) -> None:
+    """Cancel the tasks still running and wait until they have stopped.
+
+    A failed flusher's error was already acted on (a lost lease stopped the
+    tasks); it is read here so it is not reported as never retrieved.
+    """
+    tasks: list[asyncio.Task[Any]] = [*pending]
+    if flusher is not None:
+        tasks.append(flusher)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+    if flusher is not None and not flusher.cancelled():
+        flusher.exception()
