@@ -29,6 +29,7 @@ from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
 from ..store._protocols import CheckpointMeta, ParkedRow, RequestRow, RunUpdate, StatusMark
+from ._resume import Copies, copy_threads
 from ._task import TaskResult
 
 if TYPE_CHECKING:
@@ -136,7 +137,35 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
     for task, p in out.ready.items():
         if runner.wf.nodes[task.node].subworkflow is None:
             out.answered[task] = {r.index: r for r in closed[p.task]}
+    if not fresh:
+        await _reanchor(runner, st, out.ready)
     return out
+
+
+async def _reanchor(runner: ThreadRunner, st: ThreadState, ready: dict[TaskId, ParkedRow]) -> None:
+    """Move each parked sub-workflow taken again onto a thread under ``st`` (its anchor now).
+
+    Every checkpoint id stands for the whole run as it was: a parked
+    sub-workflow's thread under its old anchor is what the checkpoints since
+    then show (``get_state``, ``fork``), so it must not change. Like
+    ``resume_point``, its head is copied under this superstep's base (nested
+    threads too, with what its superstep in progress recorded: ``Carry``) and
+    it goes on there; the new anchor is recorded in the barrier's parked list.
+    A superstep run again after a crash finds the copy and uses it.
+    """
+    rc, base = runner.rc, st.meta
+    copies: Copies = []
+    for task, p in list(ready.items()):
+        spec = runner.wf.nodes[task.node]
+        if spec.subworkflow is None or p.anchor == base.id:
+            continue
+        ready[task] = replace(p, anchor=base.id)
+        if await rc.store.thread_head(rc.run_id, f"{base.id}/{task}") is None:
+            await copy_threads(rc.store, runner.wf, replace(base, id=p.anchor), (task,),
+                               base.id, copies)
+    if copies:
+        await rc.commit(extends=base.id if runner.top else None, nested=copies)
+        rc.preloaded.clear()  # the copies are read by the tasks that continue them
 
 
 async def _closed_rows(runner: ThreadRunner,
