@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..errors import WorkflowValidationError
 from ..model._clock import utcnow
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
@@ -35,6 +36,7 @@ from ._task import TaskResult
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from ..model._routing import Routed
     from ._loop import ThreadOutcome, ThreadRunner
     from ._state import ThreadState
 
@@ -50,6 +52,19 @@ class Parking:
     answered: dict[TaskId, dict[int, RequestRow]] = field(default_factory=dict)
     waiting: list[ParkedRow] = field(default_factory=list)
     open_ids: tuple[str, ...] = ()
+    # routed tasks of a node whose task of the same id is parked: they wait their turn
+    deferred: tuple[TaskId, ...] = ()
+
+    def due(self, tasks: Sequence[TaskId]) -> list[TaskId]:
+        """What this superstep runs: the routed tasks, then the parked tasks taken again.
+
+        A routed task whose id is parked (waiting, or taken again now) waits
+        until that parked task finished: it stays a next task (``deferred``,
+        carried by the barrier) and runs in a superstep after it.
+        """
+        parked = {*self.ready, *(TaskId.parse(p.task) for p in self.waiting)}
+        self.deferred = tuple(t for t in tasks if t in parked)
+        return [*(t for t in tasks if t not in parked), *self.ready]
 
 
 @dataclass
@@ -64,6 +79,31 @@ class Barrier:
     before: tuple[ParkedRow, ...] = ()
     runner: ThreadRunner | None = None
     base: ThreadState | None = None
+    deferred: tuple[TaskId, ...] = ()
+
+    def carried(self, routed: Routed, workflow: str) -> Routed:
+        """``routed`` with the deferred tasks kept as next tasks (with their ``Send`` args).
+
+        A node routed to again while its task waits runs after it. ``Send``
+        instances of a node with an instance parked or deferred would take
+        the same ids with other arguments: that fails the run, naming the node.
+        """
+        busy = {t.node for t in self.deferred} | {TaskId.parse(p.task).node for p in self.parked}
+        for t in routed.next_tasks:
+            if t.index is not None and t.node in busy:
+                raise WorkflowValidationError(
+                    [f"node {t.node!r} was sent new Send instances while instances of it are "
+                     "parked (waits='branch'); a node's Send instances start again only "
+                     "after every parked one finished"], workflow=workflow)
+        if not self.deferred:
+            return routed
+        args = dict(routed.args)
+        stored = self.base.meta.task_args if self.base is not None else {}
+        for t in self.deferred:
+            if str(t) in stored:
+                args[t] = stored[str(t)]
+        tasks = (*self.deferred, *(t for t in routed.next_tasks if t not in self.deferred))
+        return replace(routed, next_tasks=tasks, args=args)
 
     @property
     def held(self) -> frozenset[str]:
@@ -124,7 +164,8 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
     out = Parking()
     candidates = [p for p in st.meta.parked if not _open_of(runner, p, open_rows)]
     closed = await _closed_rows(runner, candidates)
-    cutoff = None if fresh or not st.tasks else st.meta.created_at
+    ids = {p.task for p in st.meta.parked}  # a routed task of a parked one's id waits for it
+    cutoff = None if fresh or all(str(t) in ids for t in st.tasks) else st.meta.created_at
     for p in st.meta.parked:
         rows = closed.get(p.task)
         last = max((r.answered_at for r in rows or () if r.answered_at is not None), default=None)
@@ -241,7 +282,7 @@ async def barrier(
         await _settle(runner, await rc.store.get_requests(rc.run_id, open_only=True))
     park = Barrier(parked=parked, requests=requests, reopen=reopen,
                    open_ids=tuple(q.id for q in requests), before=tuple(parking.waiting),
-                   runner=runner, base=st)
+                   runner=runner, base=st, deferred=parking.deferred)
     return await runner.merge(st, step, writes, park)
 
 
