@@ -185,9 +185,9 @@ class ThreadRunner:
             state = step
 
     async def _superstep(self, st: ThreadState, resumed: bool) -> ThreadState | ThreadOutcome:
-        base = st.meta
-        step = base.superstep + 1
-        parking = await take(self, st) if base.parked else Parking()
+        step = st.meta.superstep + 1
+        parking = await take(self, st) if st.meta.parked else Parking()
+        st = parking.base or st  # parked sub-workflows taken again moved onto a new head
         if not (tasks := parking.due(st.tasks)):  # a node's parked task goes first
             return await idle(self, st, parking)
         self._anchors = parking.ready

@@ -27,9 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkflowValidationError
 from ..model._clock import utcnow
+from ..model._ids import new_checkpoint_id
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
-from ..store._protocols import CheckpointMeta, ParkedRow, RequestRow, RunUpdate, StatusMark
+from ..store._protocols import (
+    Carry,
+    CheckpointMeta,
+    CheckpointWrite,
+    ParkedRow,
+    RequestRow,
+    RunUpdate,
+    StatusMark,
+)
 from ._resume import Copies, copy_threads
 from ._task import TaskResult
 
@@ -54,6 +63,8 @@ class Parking:
     open_ids: tuple[str, ...] = ()
     # routed tasks of a node whose task of the same id is parked: they wait their turn
     deferred: tuple[TaskId, ...] = ()
+    # the new checkpoint the superstep runs from when parked sub-workflows moved onto it
+    base: ThreadState | None = None
 
     def due(self, tasks: Sequence[TaskId]) -> list[TaskId]:
         """What this superstep runs: the routed tasks, then the parked tasks taken again.
@@ -179,34 +190,51 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
         if runner.wf.nodes[task.node].subworkflow is None:
             out.answered[task] = {r.index: r for r in closed[p.task]}
     if not fresh:
-        await _reanchor(runner, st, out.ready)
+        out.base = await _reanchor(runner, st, out.ready)
     return out
 
 
-async def _reanchor(runner: ThreadRunner, st: ThreadState, ready: dict[TaskId, ParkedRow]) -> None:
-    """Move each parked sub-workflow taken again onto a thread under ``st`` (its anchor now).
+async def _reanchor(runner: ThreadRunner, st: ThreadState,
+                    ready: dict[TaskId, ParkedRow]) -> ThreadState | None:
+    """Move the parked sub-workflows taken again onto a new checkpoint of this thread.
 
     Every checkpoint id stands for the whole run as it was: a parked
     sub-workflow's thread under its old anchor is what the checkpoints since
     then show (``get_state``, ``fork``), so it must not change. Like
-    ``resume_point``, its head is copied under this superstep's base (nested
-    threads too, with what its superstep in progress recorded: ``Carry``) and
-    it goes on there; the new anchor is recorded in the barrier's parked list.
-    A superstep run again after a crash finds the copy and uses it.
+    ``resume_point``, one commit writes a new checkpoint (same superstep,
+    values and next tasks; the moved tasks anchored at it), copies each moved
+    thread's head under it (nested threads too, with what its superstep in
+    progress recorded: ``Carry``) and moves the head; the superstep runs
+    from it. A superstep run again after a crash starts from that head.
     """
     rc, base = runner.rc, st.meta
+    new_id = new_checkpoint_id()
     copies: Copies = []
-    for task, p in list(ready.items()):
-        spec = runner.wf.nodes[task.node]
-        if spec.subworkflow is None or p.anchor == base.id:
+    moved: set[str] = set()
+    for task, p in ready.items():
+        if runner.wf.nodes[task.node].subworkflow is None or p.anchor == base.id:
             continue
-        ready[task] = replace(p, anchor=base.id)
-        if await rc.store.thread_head(rc.run_id, f"{base.id}/{task}") is None:
-            await copy_threads(rc.store, runner.wf, replace(base, id=p.anchor), (task,),
-                               base.id, copies)
-    if copies:
-        await rc.commit(extends=base.id if runner.top else None, nested=copies)
-        rc.preloaded.clear()  # the copies are read by the tasks that continue them
+        before = len(copies)
+        await copy_threads(rc.store, runner.wf, replace(base, id=p.anchor), (task,), new_id,
+                           copies)
+        if len(copies) > before:
+            moved.add(p.task)
+    if not moved:
+        return None
+    for task, p in ready.items():
+        if p.task in moved:
+            ready[task] = replace(p, anchor=new_id)
+    meta = replace(
+        base, id=new_id, parent_id=base.id, seq=base.seq + 1, created_at=utcnow(),
+        status=RunStatus.RUNNING, source="loop", nodes=(), error=None, size=0,
+        parked=tuple(replace(p, anchor=new_id) if p.task in moved else p for p in base.parked))
+    run = RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id) if runner.top else None
+    await rc.commit(checkpoint=CheckpointWrite(meta, {}, {}), carry=Carry(base.id),
+                    extends=base.id if runner.top else None, nested=copies, run=run)
+    rc.preloaded.clear()  # the copies are read by the tasks that continue them
+    rc.emit("checkpoint_saved", runner.namespace, meta.superstep, checkpoint_id=new_id,
+            nodes=[], size=0)
+    return _with_parked(st, meta.parked, meta)
 
 
 async def _closed_rows(runner: ThreadRunner,
@@ -291,10 +319,11 @@ def parked_meta(meta: CheckpointMeta, p: ParkedRow) -> CheckpointMeta:
     return replace(meta, task_args={p.task: p.arg} if p.arg is not None else {})
 
 
-def _with_parked(st: ThreadState, parked: tuple[ParkedRow, ...]) -> ThreadState:
+def _with_parked(st: ThreadState, parked: tuple[ParkedRow, ...],
+                 meta: CheckpointMeta | None = None) -> ThreadState:
     from ._state import ThreadState
 
-    return ThreadState(meta=replace(st.meta, parked=parked), values=st.values,
+    return ThreadState(meta=replace(meta or st.meta, parked=parked), values=st.values,
                        histories=st.histories, value_bytes=st.value_bytes)
 
 

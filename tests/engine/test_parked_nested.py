@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import pytest
 from parkkit import Board
 
 from durable_flow import END, NodeContext, RunStatus, Runtime, Workflow, WorkflowBuilder
@@ -81,3 +82,39 @@ async def test_an_older_checkpoint_shows_and_forks_the_sub_workflow_as_it_stood(
     assert fork.status is RunStatus.COMPLETED, fork.error
     assert fork.state == done.state
     assert calls == {"start": 1, "w1": 1, "w2": 1, "join": 2}  # one join each
+
+
+async def test_a_superstep_run_again_after_the_move_finds_the_copy(
+        store: Any, monkeypatch: Any) -> None:
+    """The barrier after the move is lost (like a crash): the run goes on from the moved head."""
+    from durable_flow.errors import StoreError
+
+    real = store.commit
+    moved: list[str] = []
+
+    async def commit(c: Any) -> None:
+        if c.nested and c.carry is not None and not moved:  # the move onto a new head
+            moved.append(c.nested[0][0].meta.thread)
+            await real(c)
+            return
+        if len(moved) == 1 and c.checkpoint is not None and not c.checkpoint.meta.thread:
+            moved.append("lost")
+            raise StoreError.lost("PostgreSQL is unreachable (retried for 30s): refused")
+        await real(c)
+
+    monkeypatch.setattr(store, "commit", commit)
+    async with Runtime(store) as rt:
+        calls: collections.Counter[str] = collections.Counter()
+        wf = parent(calls)
+        await rt.run(wf, {}, run_id="s2")
+        with pytest.raises(StoreError):
+            await rt.resume(wf, "s2", responses={FIRST: "one"})
+        assert moved[1:] == ["lost"] and moved[0].endswith("/review")
+        r = await rt.resume(wf, "s2")
+        assert r.status is RunStatus.WAITING, r.error
+        assert [q.id for q in r.pending_requests] == [SECOND]
+        inside = (await rt.get_state("s2")).subworkflows["review"]
+        assert list(inside.values["log"]) == ["start", "a1:one"]
+        done = await rt.resume(wf, "s2", responses={SECOND: "two"})
+        assert done.status is RunStatus.COMPLETED, done.error
+        assert done.state.answer == "a1:one+two" and done.state.joined
