@@ -192,13 +192,12 @@ class ThreadRunner:
             state = step
 
     async def _superstep(self, st: ThreadState, resumed: bool) -> ThreadState | ThreadOutcome:
-        base = st.meta
-        step = base.superstep + 1
-        parking = await take(self, st) if base.parked else Parking()
-        if not st.tasks and not parking.ready:
+        step = st.meta.superstep + 1
+        parking = await take(self, st) if st.meta.parked else Parking()
+        st = parking.base or st  # parked sub-workflows taken again moved onto a new head
+        if not (tasks := parking.due(st.tasks)):  # a node's parked task goes first
             return await idle(self, st, parking)
         self._anchors = parking.ready
-        tasks = [*st.tasks, *parking.ready]
         self.rc.emit("superstep_started", self.namespace, step, tasks=list(map(str, tasks)))
         saved: dict[TaskId, TaskResult] = {}
         answered: dict[TaskId, dict[int, RequestRow]] = {}
@@ -447,6 +446,7 @@ class ThreadRunner:
             routed = route(self.wf, snapshot, [Completed(r.node, r.goto, r.reason, r.sends)
                                                for r in writes], st.meta.joins,
                            held=park.held if park else frozenset())
+            routed = park.carried(routed, self.wf.name) if park else routed
             return await self.commit_state(st, step, values, histories, changed, appended,
                                            routed, tuple(str(r.node) for r in writes), park=park)
         except BaseException:

@@ -25,15 +25,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..errors import WorkflowValidationError
 from ..model._clock import utcnow
+from ..model._ids import new_checkpoint_id
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
-from ..store._protocols import CheckpointMeta, ParkedRow, RequestRow, RunUpdate, StatusMark
+from ..store._protocols import (
+    Carry,
+    CheckpointMeta,
+    CheckpointWrite,
+    ParkedRow,
+    RequestRow,
+    RunUpdate,
+    StatusMark,
+)
+from ._resume import Copies, copy_threads
 from ._task import TaskResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from ..model._routing import Routed
     from ._loop import ThreadOutcome, ThreadRunner
     from ._state import ThreadState
 
@@ -49,6 +61,21 @@ class Parking:
     answered: dict[TaskId, dict[int, RequestRow]] = field(default_factory=dict)
     waiting: list[ParkedRow] = field(default_factory=list)
     open_ids: tuple[str, ...] = ()
+    # routed tasks of a node whose task of the same id is parked: they wait their turn
+    deferred: tuple[TaskId, ...] = ()
+    # the new checkpoint the superstep runs from when parked sub-workflows moved onto it
+    base: ThreadState | None = None
+
+    def due(self, tasks: Sequence[TaskId]) -> list[TaskId]:
+        """What this superstep runs: the routed tasks, then the parked tasks taken again.
+
+        A routed task whose id is parked (waiting, or taken again now) waits
+        until that parked task finished: it stays a next task (``deferred``,
+        carried by the barrier) and runs in a superstep after it.
+        """
+        parked = {*self.ready, *(TaskId.parse(p.task) for p in self.waiting)}
+        self.deferred = tuple(t for t in tasks if t in parked)
+        return [*(t for t in tasks if t not in parked), *self.ready]
 
 
 @dataclass
@@ -63,6 +90,31 @@ class Barrier:
     before: tuple[ParkedRow, ...] = ()
     runner: ThreadRunner | None = None
     base: ThreadState | None = None
+    deferred: tuple[TaskId, ...] = ()
+
+    def carried(self, routed: Routed, workflow: str) -> Routed:
+        """``routed`` with the deferred tasks kept as next tasks (with their ``Send`` args).
+
+        A node routed to again while its task waits runs after it. ``Send``
+        instances of a node with an instance parked or deferred would take
+        the same ids with other arguments: that fails the run, naming the node.
+        """
+        busy = {t.node for t in self.deferred} | {TaskId.parse(p.task).node for p in self.parked}
+        for t in routed.next_tasks:
+            if t.index is not None and t.node in busy:
+                raise WorkflowValidationError(
+                    [f"node {t.node!r} was sent new Send instances while instances of it are "
+                     "parked (waits='branch'); a node's Send instances start again only "
+                     "after every parked one finished"], workflow=workflow)
+        if not self.deferred:
+            return routed
+        args = dict(routed.args)
+        stored = self.base.meta.task_args if self.base is not None else {}
+        for t in self.deferred:
+            if str(t) in stored:
+                args[t] = stored[str(t)]
+        tasks = (*self.deferred, *(t for t in routed.next_tasks if t not in self.deferred))
+        return replace(routed, next_tasks=tasks, args=args)
 
     @property
     def held(self) -> frozenset[str]:
@@ -123,7 +175,8 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
     out = Parking()
     candidates = [p for p in st.meta.parked if not _open_of(runner, p, open_rows)]
     closed = await _closed_rows(runner, candidates)
-    cutoff = None if fresh or not st.tasks else st.meta.created_at
+    ids = {p.task for p in st.meta.parked}  # a routed task of a parked one's id waits for it
+    cutoff = None if fresh or all(str(t) in ids for t in st.tasks) else st.meta.created_at
     for p in st.meta.parked:
         rows = closed.get(p.task)
         last = max((r.answered_at for r in rows or () if r.answered_at is not None), default=None)
@@ -136,7 +189,52 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
     for task, p in out.ready.items():
         if runner.wf.nodes[task.node].subworkflow is None:
             out.answered[task] = {r.index: r for r in closed[p.task]}
+    if not fresh:
+        out.base = await _reanchor(runner, st, out.ready)
     return out
+
+
+async def _reanchor(runner: ThreadRunner, st: ThreadState,
+                    ready: dict[TaskId, ParkedRow]) -> ThreadState | None:
+    """Move the parked sub-workflows taken again onto a new checkpoint of this thread.
+
+    Every checkpoint id stands for the whole run as it was: a parked
+    sub-workflow's thread under its old anchor is what the checkpoints since
+    then show (``get_state``, ``fork``), so it must not change. Like
+    ``resume_point``, one commit writes a new checkpoint (same superstep,
+    values and next tasks; the moved tasks anchored at it), copies each moved
+    thread's head under it (nested threads too, with what its superstep in
+    progress recorded: ``Carry``) and moves the head; the superstep runs
+    from it. A superstep run again after a crash starts from that head.
+    """
+    rc, base = runner.rc, st.meta
+    new_id = new_checkpoint_id()
+    copies: Copies = []
+    moved: set[str] = set()
+    for task, p in ready.items():
+        if runner.wf.nodes[task.node].subworkflow is None or p.anchor == base.id:
+            continue
+        before = len(copies)
+        await copy_threads(rc.store, runner.wf, replace(base, id=p.anchor), (task,), new_id,
+                           copies)
+        if len(copies) > before:
+            moved.add(p.task)
+    if not moved:
+        return None
+    for task, p in ready.items():
+        if p.task in moved:
+            ready[task] = replace(p, anchor=new_id)
+    meta = replace(
+        base, id=new_id, parent_id=base.id, seq=base.seq + 1, created_at=utcnow(),
+        status=RunStatus.RUNNING, source="loop", nodes=(), error=None, size=0,
+        parked=tuple(replace(p, anchor=new_id) if p.task in moved else p for p in base.parked))
+    run = RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id) if runner.top else None
+    await rc.commit(checkpoint=CheckpointWrite(meta, {}, {}), carry=Carry(base.id),
+                    extends=base.id if runner.top else None, nested=copies, run=run)
+    rc.preloaded.clear()  # the copies are read by the tasks that continue them
+    rc.emit("checkpoint_saved", runner.namespace, meta.superstep, checkpoint_id=new_id,
+            nodes=[], size=0)
+    return _with_parked(st, meta.parked, meta)
 
 
 async def _closed_rows(runner: ThreadRunner,
@@ -212,7 +310,7 @@ async def barrier(
         await _settle(runner, await rc.store.get_requests(rc.run_id, open_only=True))
     park = Barrier(parked=parked, requests=requests, reopen=reopen,
                    open_ids=tuple(q.id for q in requests), before=tuple(parking.waiting),
-                   runner=runner, base=st)
+                   runner=runner, base=st, deferred=parking.deferred)
     return await runner.merge(st, step, writes, park)
 
 
@@ -221,10 +319,11 @@ def parked_meta(meta: CheckpointMeta, p: ParkedRow) -> CheckpointMeta:
     return replace(meta, task_args={p.task: p.arg} if p.arg is not None else {})
 
 
-def _with_parked(st: ThreadState, parked: tuple[ParkedRow, ...]) -> ThreadState:
+def _with_parked(st: ThreadState, parked: tuple[ParkedRow, ...],
+                 meta: CheckpointMeta | None = None) -> ThreadState:
     from ._state import ThreadState
 
-    return ThreadState(meta=replace(st.meta, parked=parked), values=st.values,
+    return ThreadState(meta=replace(meta or st.meta, parked=parked), values=st.values,
                        histories=st.histories, value_bytes=st.value_bytes)
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..store._protocols import CheckpointStore
     from ._loop import ThreadRunner
 
-__all__ = ["resume_point"]
+__all__ = ["Copies", "copy_threads", "resume_point"]
 
 Copies = list[tuple[CheckpointWrite, Carry]]
 
@@ -46,7 +46,7 @@ async def resume_point(runner: ThreadRunner, st: ThreadState, *, checked: bool) 
         await preflight(runner, st)
     new_id = new_checkpoint_id()
     copies: Copies = []
-    await _copy_threads(runner.rc.store, runner.wf, st.meta, st.tasks, new_id, copies)
+    await copy_threads(runner.rc.store, runner.wf, st.meta, st.tasks, new_id, copies)
     if not copies:
         return st
     meta = dataclasses.replace(
@@ -62,7 +62,7 @@ async def resume_point(runner: ThreadRunner, st: ThreadState, *, checked: bool) 
                        value_bytes=st.value_bytes)
 
 
-async def _copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMeta,
+async def copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMeta,
                         tasks: tuple[TaskId, ...], anchor: str, out: Copies) -> None:
     """Copy the heads of the sub-workflow threads ``meta``'s tasks run in under ``anchor``.
 
@@ -82,4 +82,4 @@ async def _copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMe
         write = dataclasses.replace(write, meta=dataclasses.replace(write.meta, nodes=()))
         out.append((write, Carry(head.id)))
         inner = tuple(map(TaskId.parse, head.next_tasks))
-        await _copy_threads(store, spec.subworkflow.workflow, head, inner, write.meta.id, out)
+        await copy_threads(store, spec.subworkflow.workflow, head, inner, write.meta.id, out)

@@ -47,6 +47,7 @@ from ..model._records import (
 from ..model._routing import Routed
 from ..store._approval_rows import Answerer
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
+from ._again import going_on
 from ._approvals import RuntimeApprovals, answerer
 from ._events import asleep, send_event
 from ._execution import Executor, final_event
@@ -177,8 +178,8 @@ class Runtime(RuntimeApprovals):
             rc.emit("run_started", "", state.meta.superstep, **data)
             return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state, new=new)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events,
-                                              sent_at=sent_at):
+        async for event in going_on(self, workflow, self._exec.execute(
+                workflow, lease, go, events=events, sent_at=sent_at), events):
             yield event
 
     async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
@@ -278,7 +279,8 @@ class Runtime(RuntimeApprovals):
                 await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
             return await runner.run(state)
 
-        async for event in self._exec.execute(workflow, lease, go, events=events, sent_at=sent):
+        async for event in going_on(self, workflow, self._exec.execute(
+                workflow, lease, go, events=events, sent_at=sent), events):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
