@@ -96,7 +96,7 @@ async def measure_stall(path: Path, run_id: str, n: int, small: int = 500,
         loads = [0]
         stop = asyncio.Event()
 
-        async def reader() -> None:
+        async def read_loop() -> None:  # not ``reader``: that names the kind of read
             while not stop.is_set():
                 if reader == "loader":
                     await load_head(rt.store, wf, run_id, head)
@@ -105,7 +105,7 @@ async def measure_stall(path: Path, run_id: str, n: int, small: int = 500,
                 loads[0] += 1
                 await asyncio.sleep(0)
 
-        task = asyncio.create_task(reader())
+        task = asyncio.create_task(read_loop())
         await asyncio.sleep(0)
         beside = await run_small()
         stop.set()

@@ -32,6 +32,8 @@ turn of the event loop after each.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
@@ -356,12 +358,15 @@ async def plain_state(loaded: LoadedCheckpoint
     verified(loaded)
     channel = ""
     stored: dict[str, list[Any]] = {}
+    referring = {ch for ch in meta.log_lengths if ch.startswith(HISTORY_PREFIX)
+                 and any(has_refs(as_bytes(c)) for c in loaded.logs.get(ch, []))}
     try:
         raw: dict[str, Any] = {}
         for channel, data in loaded.values.items():
             raw[channel] = decode(data)
         for channel in meta.log_lengths:
-            stored[channel] = await _rows(loaded.logs.get(channel, []))
+            if channel not in referring:  # expanded as they are decoded, below
+                stored[channel] = await _rows(loaded.logs.get(channel, []))
         for channel, length in meta.log_lengths.items():
             if not log_name(channel).startswith(HISTORY_PREFIX):
                 raw[log_name(channel)] = _cut(stored[channel], length)
@@ -373,13 +378,12 @@ async def plain_state(loaded: LoadedCheckpoint
         if not channel.startswith(HISTORY_PREFIX):
             continue
         try:
-            items = stored[channel]
-            if any(has_refs(as_bytes(c)) for c in loaded.logs.get(channel, [])):
+            if channel in referring:
                 log = [] if messages is None else \
                     _cut(stored[messages], meta.log_lengths[messages])
-                items = await _expand(items, log, length)
+                items = await _expand(loaded.logs.get(channel, []), log, length)
             else:
-                items = _cut(items, length)
+                items = _cut(stored[channel], length)
         except DAMAGE as exc:
             raise corrupted(meta.run_id, meta.id, exc, f"channel {channel!r}") from None
         histories[log_name(channel)[len(HISTORY_PREFIX):]] = MessageList(
@@ -388,17 +392,28 @@ async def plain_state(loaded: LoadedCheckpoint
     return raw, histories
 
 
-#: History items expanded between two turns of the event loop.
-PIECE = 2000
+async def _expand(chunks: list[bytes], log: list[Any], length: int) -> list[Any]:
+    """A referring history's rows, each decoded and expanded whole, a loop turn after each.
 
-
-async def _expand(items: list[Any], log: list[Any], length: int) -> list[Any]:
-    """``expand`` a slice of ``PIECE`` items at a time, the loop given a turn after each."""
+    A reference decodes to a dict holding a list, two objects the garbage
+    collector tracks: decoding every row first kept a whole history of them
+    alive (20,000 supersteps: 40,000), and a row of a few thousand, decoded
+    at once, still set off collections that promote them; enough to start
+    collections of the oldest generation (10-40 ms each, on the event loop)
+    at nearly every read. So a row is decoded and expanded with automatic
+    collections paused (nothing awaited meanwhile), and its references are
+    freed before they resume: nothing is left for a collection to find.
+    Every row is decoded, as ``_rows`` does, those past ``length`` too.
+    """
     out: list[Any] = []
-    for i in range(0, len(items), PIECE):
-        if len(out) >= length:
-            break
-        out.extend(expand(items[i:i + PIECE], lambda: log, length - len(out), whole=False))
+    for chunk in chunks:
+        with _collections_paused():
+            items = decode(chunk)
+            if type(items) is not list:
+                raise ValueError("a log chunk is not a JSON array")
+            if len(out) < length:
+                out.extend(expand(items, lambda: log, length - len(out), whole=False))
+            del items
         await asyncio.sleep(0)
     if len(out) < length:
         raise ValueError(f"log has {len(out)} items, checkpoint expects {length}")
@@ -415,6 +430,18 @@ async def _rows(chunks: list[bytes]) -> list[Any]:
         out.extend(items)
         await asyncio.sleep(0)
     return out
+
+
+@contextlib.contextmanager
+def _collections_paused() -> Iterator[None]:
+    """Automatic garbage collections paused for a synchronous stretch (left off if they were)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _cut(items: list[Any], length: int) -> list[Any]:

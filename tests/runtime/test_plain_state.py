@@ -87,3 +87,44 @@ def test_a_damaged_history_item_raises_when_read() -> None:
     with pytest.raises(CheckpointCorruptedError) as err:
         list(history)
     assert err.value.run_id == "run-1" and err.value.checkpoint_id == "cp-1"
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+async def test_a_referring_history_is_expanded_a_row_at_a_time_with_collections_paused(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, collecting: bool) -> None:
+    # A history's references are tracked objects (a dict holding a list): each
+    # row is decoded and expanded before the next is decoded, with automatic
+    # collections paused, so none of them is alive when a collection may run.
+    from durable_flow.engine import _lazy
+
+    result = await rt.run(chain(), {"limit": 60}, max_supersteps=61)
+    assert result.status is RunStatus.COMPLETED
+    head = (await rt.get_run(result.run_id)).head_checkpoint_id
+    loaded = await rt.store.load_checkpoint(result.run_id, head)
+    rows = loaded.logs["history:step"]
+    assert len(rows) > 1 and all(b"__df_messages__" in bytes(r) for r in rows)
+    events: list[tuple[str, bool]] = []
+    decode, expand = _lazy.decode, _lazy.expand
+
+    def spy_decode(data: Any) -> Any:
+        if b"__df_messages__" in bytes(data):
+            events.append(("decode", gc.isenabled()))
+        return decode(data)
+
+    def spy_expand(*args: Any, **kw: Any) -> Any:
+        events.append(("expand", gc.isenabled()))
+        return expand(*args, **kw)
+
+    monkeypatch.setattr(_lazy, "decode", spy_decode)
+    monkeypatch.setattr(_lazy, "expand", spy_expand)
+    if not collecting:
+        gc.disable()
+    try:
+        snap = await rt.get_state(result.run_id)
+        assert gc.isenabled() is collecting  # restored as it was, off left off
+    finally:
+        gc.enable()
+    history = snap.node_histories["step"]
+    assert isinstance(history, MessageList)
+    assert [m["content"] for m in history.plain()] == [f"message {i}" for i in range(60)]
+    assert events == [("decode", False), ("expand", False)] * len(rows)
