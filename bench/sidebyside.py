@@ -379,6 +379,13 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                      f"get_state {head['get_state_ms']:.1f} ms, engine loader "
                      f"{head['loader_ms']:.1f} ms, resume {head['resume_ms']:.1f} ms{vs}",
                      _status(worst < 10)))
+        if t:  # DESIGN.md: resume and get_state of that head no slower than LangGraph's
+            rows.append((f"resume and get_state of the head at N={n:,} no slower than "
+                         "LangGraph's aget_state of the same run",
+                         f"resume's loader {o['load_head'] / t['head']:.2f}x, get_state "
+                         f"{o['head'] / t['head']:.2f}x LangGraph's aget_state "
+                         f"({_ms(t['head'])})",
+                         _status(max(o["head"], o["load_head"]) <= t["head"])))
         ratios = {k: ld["heads"][big][f"{k}_ms"] / ld["heads"][small][f"{k}_ms"]
                   for k in ("get_state", "loader")}
         rows.append((f"a {big:,}-superstep load at most 3x a {small:,} one",
