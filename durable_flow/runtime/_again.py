@@ -12,7 +12,7 @@ executor took the run first), ``queued`` is the answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..errors import RunLockedError, RunNotResumableError
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["going_on"]
-
-Continue = Callable[[], AsyncIterator[Event]]
-
 
 async def going_on(rt: Runtime, workflow: Workflow, execution: AsyncIterator[Event],
                    events: bool) -> AsyncIterator[Event]:
