@@ -77,7 +77,7 @@ def _wait_for_gate() -> None:
         return
     # Imported by the worker only once it opens the store, after the gate: ~0.2 s of
     # CPU per process that would otherwise land inside the measurement.
-    for module in ("asyncpg", "durable_flow.store._postgres", "durable_flow.store._sqlite"):
+    for module in ("asyncpg", "durable_flow.store.postgres._postgres", "durable_flow.store.sqlite._sqlite"):
         importlib.import_module(module)
 
     Path(f"{gate}.{os.getpid()}").touch()

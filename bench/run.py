@@ -93,7 +93,7 @@ def _profiled(fn: Callable[..., Any], spec: dict[str, Any]) -> dict[str, Any]:
 def _count_transactions() -> dict[str, float]:
     """Time every SQLite transaction on the store's thread (bench-side wrapper)."""
     try:
-        from durable_flow.store import _sqlite
+        from durable_flow.store.sqlite import _sqlite
     except ImportError:
         return {}
     stats = {"write_n": 0, "write_s": 0.0, "read_n": 0, "read_s": 0.0}

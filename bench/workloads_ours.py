@@ -43,7 +43,7 @@ from durable_flow.store._protocols import Lease
 try:  # the public name once the store is exported
     from durable_flow import SqliteStore  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - before the export lands
-    from durable_flow.store._sqlite import SqliteStore
+    from durable_flow.store.sqlite._sqlite import SqliteStore
 
 NAME = "durable-flow"
 
