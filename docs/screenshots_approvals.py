@@ -21,7 +21,7 @@ sys.path.insert(0, str(DOCS.parent / "tests"))
 import uikit  # noqa: E402
 
 from durable_flow import Principal, Runtime, SqliteStore  # noqa: E402
-from durable_flow.runtime._users import Users  # noqa: E402
+from durable_flow.runtime.people._users import Users  # noqa: E402
 
 TOKEN, SECRET = "screenshot-token", "screenshot-secret"
 
