@@ -6,11 +6,22 @@ STAMP := $(VENV)/.installed
 # The web UI's browser tests run Debian's Chromium (never a downloaded browser).
 CHROMIUM := /usr/bin/chromium
 # The PostgreSQL tests need a server: this machine's unless the environment names
-# another (.ci/run starts it). Each test session creates and drops its own database.
+# another (.ci/run starts it). Each test worker creates and drops databases of its own.
 DURABLE_FLOW_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export DURABLE_FLOW_TEST_PG_DSN
+# The tests run in parallel (pytest-xdist), more workers than cores: most of their time
+# is spent waiting (PostgreSQL, child processes, timers), not computing. worksteal hands
+# the tests still queued on a busy worker to an idle one, so the long ones spread out.
+TEST_WORKERS ?= 6
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+# Their temporary files (SQLite databases that fsync every commit, copies of them) go to
+# tmpfs when the machine has one; `make test TEST_TMPDIR=/tmp` keeps them on disk.
+TEST_TMPDIR ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo /tmp)
+# Bytecode is cached even where the environment turns that off (PYTHONDONTWRITEBYTECODE):
+# otherwise every worker and every child interpreter compiles durable_flow again.
+export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: demo test lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads clean
+.PHONY: demo test test-fast lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads bench-bulk clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,10 +38,15 @@ demo: $(STAMP)
 $(CHROMIUM):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
+# Everything: ruff, mypy and every test (none skipped, none deselected).
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m ruff check durable_flow tests examples
 	$(BIN)/python -m mypy durable_flow
-	$(BIN)/python -m pytest -q
+	TMPDIR=$(TEST_TMPDIR) $(PYTEST)
+
+# The behaviour tests only: no child process, browser, crash or fleet (under a minute).
+test-fast: $(STAMP)
+	TMPDIR=$(TEST_TMPDIR) $(PYTEST) -m "not process"
 
 # The user guide and the API reference (from the docstrings) into site/; any
 # warning (a broken link, an unknown name) fails the build.
@@ -50,6 +66,11 @@ bench: $(STAMP)
 bench-fleet: $(STAMP)
 	$(BIN)/python -m pip install -q -r bench/requirements-fleet.txt
 	$(BIN)/python bench/fleet.py
+
+# Bulk retry of 1,000 failed runs on PostgreSQL (DURABLE_FLOW_BENCH_PG_DSN's server);
+# writes its section of bench/RESULTS.md.
+bench-bulk: $(STAMP)
+	$(BIN)/python bench/bulk.py
 
 # Runs of up to 50,000 supersteps: cost per superstep, loads, history pages, reads beside
 # commits (and LangGraph at 1k/5k); writes its section of bench/RESULTS.md (under 12 min).

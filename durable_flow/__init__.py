@@ -13,7 +13,7 @@ nothing; ``bench/imports.py`` measures it.
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 # public name -> the private module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
@@ -25,16 +25,21 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "agents._models",
     "Usage": "agents._models",
     "OpenAIChatModel": "agents._openai",
+    "tool": "agents._approval",
     "LangChainModel": "agents._providers",
     "PydanticAIModel": "agents._providers",
-    "WorkflowBuilder": "build._builder",
+    "WorkflowBuilder": "building._builder",
+    "ScheduleInfo": "model._schedules",
+    "Limit": "runtime._limits",
     "Budget": "model._budget",
     "BudgetDecision": "model._budget",
     "RunUsage": "model._budget",
     "BudgetExceededError": "errors",
-    "to_mermaid": "build._diagram",
-    "dump_workflow": "build.declarative._load",
-    "load_workflow": "build.declarative._load",
+    "AuditError": "errors",
+    "AuditReport": "model._audit",
+    "to_mermaid": "building._diagram",
+    "dump_workflow": "building.declarative._load",
+    "load_workflow": "building.declarative._load",
     "NodeContext": "engine._context",
     "CheckpointCorruptedError": "errors",
     "CheckpointNotFoundError": "errors",
@@ -66,6 +71,10 @@ _EXPORTS: dict[str, str] = {
     "UnknownRequestError": "errors",
     "WorkflowMismatchError": "errors",
     "WorkflowValidationError": "errors",
+    "Approval": "model._effects",
+    "InDoubtDecision": "model._effects",
+    "NOT_DONE": "model._effects",
+    "ToolDecision": "model._effects",
     "Policy": "model._approvals",
     "Principal": "model._approvals",
     "Blackboard": "model._blackboard",
@@ -91,24 +100,25 @@ _EXPORTS: dict[str, str] = {
     "merge": "model._reducers",
     "RetryPolicy": "model._retry",
     "Send": "model._send",
-    "configure_logging": "runtime._logging",
-    "Notification": "runtime._notify",
-    "Notifier": "runtime._notify",
-    "SmtpNotifier": "runtime._notify",
-    "WebhookNotifier": "runtime._notify",
+    "configure_logging": "runtime.observability._logging",
+    "Notification": "runtime.notifications._notifiers",
+    "Notifier": "runtime.notifications._notifiers",
+    "SmtpNotifier": "runtime.notifications._notifiers",
+    "WebhookNotifier": "runtime.notifications._notifiers",
     "Runtime": "runtime._runtime",
     "export_run": "runtime._transfer",
     "import_run": "runtime._transfer",
     "UpgradeProblem": "runtime._upgrade",
     "Worker": "runtime._worker",
-    "MemoryStore": "store._memory",
-    "PostgresStore": "store._postgres",
+    "MemoryStore": "store.memory._memory",
+    "PostgresStore": "store.postgres._postgres",
     "CheckpointStore": "store._protocols",
-    "SqliteStore": "store._sqlite",
+    "SqliteStore": "store.sqlite._sqlite",
 }
 
 if _typing.TYPE_CHECKING:
     from .agents._agent import Agent
+    from .agents._approval import tool
     from .agents._models import (
         ChatChunk,
         ChatModel,
@@ -119,11 +129,12 @@ if _typing.TYPE_CHECKING:
     )
     from .agents._openai import OpenAIChatModel
     from .agents._providers import LangChainModel, PydanticAIModel
-    from .build._builder import WorkflowBuilder
-    from .build._diagram import to_mermaid
-    from .build.declarative._load import dump_workflow, load_workflow
+    from .building._builder import WorkflowBuilder
+    from .building._diagram import to_mermaid
+    from .building.declarative._load import dump_workflow, load_workflow
     from .engine._context import NodeContext
     from .errors import (
+        AuditError,
         CheckpointCorruptedError,
         CheckpointNotFoundError,
         ConflictingUpdateError,
@@ -156,8 +167,10 @@ if _typing.TYPE_CHECKING:
         WorkflowValidationError,
     )
     from .model._approvals import Policy, Principal
+    from .model._audit import AuditReport
     from .model._blackboard import Blackboard
     from .model._decisions import Decision
+    from .model._effects import NOT_DONE, Approval, InDoubtDecision, ToolDecision
     from .model._graph import END, Command, Workflow
     from .model._messages import Message, ToolCall
     from .model._records import (
@@ -175,17 +188,19 @@ if _typing.TYPE_CHECKING:
     )
     from .model._reducers import add, append, merge
     from .model._retry import RetryPolicy
+    from .model._schedules import ScheduleInfo
     from .model._send import Send
-    from .runtime._logging import configure_logging
-    from .runtime._notify import Notification, Notifier, SmtpNotifier, WebhookNotifier
+    from .runtime._limits import Limit
     from .runtime._runtime import Runtime
     from .runtime._transfer import export_run, import_run
     from .runtime._upgrade import UpgradeProblem
     from .runtime._worker import Worker
-    from .store._memory import MemoryStore
-    from .store._postgres import PostgresStore
+    from .runtime.notifications._notifiers import Notification, Notifier, SmtpNotifier, WebhookNotifier
+    from .runtime.observability._logging import configure_logging
     from .store._protocols import CheckpointStore
-    from .store._sqlite import SqliteStore
+    from .store.memory._memory import MemoryStore
+    from .store.postgres._postgres import PostgresStore
+    from .store.sqlite._sqlite import SqliteStore
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -203,7 +218,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "END",
+    "NOT_DONE",
     "Agent",
+    "Approval",
+    "AuditError",
+    "AuditReport",
     "Blackboard",
     "Budget",
     "BudgetDecision",
@@ -226,12 +245,14 @@ __all__ = [
     "EventTimeoutError",
     "ExpressionError",
     "GuardError",
+    "InDoubtDecision",
     "InvalidGotoError",
     "InvalidInputError",
     "InvalidLinkError",
     "InvalidResponseError",
     "LangChainModel",
     "LeaseLostError",
+    "Limit",
     "MemoryStore",
     "Message",
     "ModelError",
@@ -258,6 +279,7 @@ __all__ = [
     "RunStatus",
     "RunUsage",
     "Runtime",
+    "ScheduleInfo",
     "SchemaVersionError",
     "Send",
     "SerializationError",
@@ -271,6 +293,7 @@ __all__ = [
     "SubworkflowError",
     "SuperstepLimitError",
     "ToolCall",
+    "ToolDecision",
     "ToolSpec",
     "UnknownRequestError",
     "UpgradeProblem",
@@ -290,4 +313,5 @@ __all__ = [
     "load_workflow",
     "merge",
     "to_mermaid",
+    "tool",
 ]

@@ -23,6 +23,7 @@ well as a readable message::
     ├── UnknownRequestError            an answer to a request that is not pending
     ├── NotAuthorizedError             this principal may not answer (or do) that
     ├── InvalidLinkError               an approval link is expired, used, altered or foreign
+    ├── AuditError                     a run's audit trail does not hold what it acts on
     ├── RequestTimeoutError            ctx.request's deadline passed unanswered
     ├── EventTimeoutError              ctx.wait_event's timeout passed first
     ├── StoreError                     the checkpoint store failed
@@ -49,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "AuditError",
     "BudgetExceededError",
     "CheckpointCorruptedError",
     "CheckpointNotFoundError",
@@ -303,18 +305,24 @@ class NotAuthorizedError(DurableFlowError):
 
     ``by`` is the principal id (None when nobody was named), ``action`` what
     was refused, ``run_id``/``request_id`` the request concerned when there
-    is one. Nothing was written.
+    is one, ``allowed`` who may (``"alice or role finance"``) when that is
+    known. Nothing was written.
     """
 
     def __init__(self, by: str | None, action: str, *, run_id: str | None = None,
-                 request_id: str | None = None) -> None:
+                 request_id: str | None = None, allowed: str | None = None) -> None:
         self.by = by
         self.action = action
         self.run_id = run_id
         self.request_id = request_id
-        who = "nobody" if by is None else repr(by)
+        self.allowed = allowed
         where = "" if request_id is None else f" (request {request_id!r} of run {run_id})"
-        super().__init__(f"{who} may not {action}{where}")
+        only = f"; only {allowed} may" if allowed else ""
+        if by is None:
+            message = f"refused to {action}{where}: nobody was named{only} (pass by=PRINCIPAL)"
+        else:
+            message = f"{by!r} may not {action}{where}{only}"
+        super().__init__(message)
 
 
 class InvalidLinkError(DurableFlowError):
@@ -330,6 +338,22 @@ class InvalidLinkError(DurableFlowError):
     def __init__(self, reason: str, message: str) -> None:
         self.reason = reason
         super().__init__(message)
+
+
+class AuditError(DurableFlowError):
+    """A run's audit trail does not prove what the run would act on; nothing ran.
+
+    Raised by ``resume`` (and a worker's start) when an answer stored on a
+    request is not the one its decision records, or the decision chain was
+    edited, cut short or re-chained. ``problems`` names each (see
+    ``Runtime.verify_audit``).
+    """
+
+    def __init__(self, run_id: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.run_id = run_id
+        self.problems = tuple(problems)
+        super().__init__(f"the audit trail of run {run_id} does not match what it would act "
+                         f"on: {'; '.join(self.problems)}")
 
 
 class RequestTimeoutError(DurableFlowError):

@@ -29,7 +29,7 @@ from durable_flow import (
     add,
     append,
 )
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 LOG = Path(os.environ["CRASH_LOG"]) if os.environ.get("CRASH_LOG") else None
 POINT = os.environ.get("CRASH_POINT", "")

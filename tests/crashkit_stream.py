@@ -30,7 +30,7 @@ from durable_flow import (
     ToolCall,
     WorkflowBuilder,
 )
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 WORDS = ["Pack", " a", " coat", " and", " boots", " for", " Oslo."]
 

@@ -99,10 +99,10 @@ SCENARIOS = {"sleeper": sleeper, "listener": listener,
 def open_store(db: str) -> CheckpointStore:
     """The store a DB argument names (a SQLite path or a PostgreSQL URL)."""
     if db.startswith("postgresql://"):
-        from durable_flow.store._postgres import PostgresStore
+        from durable_flow.store.postgres._postgres import PostgresStore
 
         return PostgresStore(db, max_size=2)
-    from durable_flow.store._sqlite import SqliteStore
+    from durable_flow.store.sqlite._sqlite import SqliteStore
 
     return SqliteStore(db)
 

@@ -45,10 +45,15 @@ class Fleet:
         return {**os.environ, "FLEET_JOURNAL": str(self.journal), "PYTHONPATH": str(TESTS),
                 **extra}
 
-    def start(self, name: str, *, lease_ttl: float = 2.0, poll_interval: float = 0.2,
+    def start(self, name: str, *, lease_ttl: float = 10.0, poll_interval: float = 0.2,
               grace_period: float = 5.0, concurrency: int = 8,
               step_delay: float | None = None) -> subprocess.Popen[bytes]:
-        """Start ``durable-flow worker fleetkit:workflow`` named ``name``."""
+        """Start ``durable-flow worker fleetkit:workflow`` named ``name``.
+
+        The lease outlives any stall a loaded machine causes (the tests run in
+        parallel on two cores): a live worker keeps its runs. A test whose
+        worker must lose them (killed, frozen) gives that one a short lease.
+        """
         extra = {} if step_delay is None else {"FLEET_STEP_DELAY": str(step_delay)}
         return self.spawn(name, [
             "worker", "fleetkit:workflow", "--concurrency", str(concurrency),

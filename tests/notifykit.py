@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
 
-from durable_flow.runtime._notify import Notification
+from durable_flow.runtime.notifications._notifiers import Notification
 
 
 def free_port() -> int:

@@ -2,8 +2,11 @@
 
 The server is the one ``DURABLE_FLOW_TEST_PG_DSN`` names (``make test`` and
 ``.ci/run`` set it). Unset or unreachable, the PostgreSQL tests fail: they
-are never skipped. Each database is named ``durable_flow_test_<pid>_<random>_<n>``
-and dropped afterwards, even with connections still open.
+are never skipped. Each database is named
+``durable_flow_test_<worker>_<pid>_<random>_<n>`` (``<worker>`` is the
+pytest-xdist worker, ``gw0``, ``gw1``, ..., or ``main`` without xdist), so the
+workers of one session, and sessions run side by side on one server, never
+share one; each is dropped afterwards, even with connections still open.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import secrets
 import time
 from collections.abc import Coroutine, Iterator
@@ -25,7 +29,9 @@ import pytest
 from durable_flow.store.sql._tables import METADATA
 
 ENV = "DURABLE_FLOW_TEST_PG_DSN"
-PREFIX = f"durable_flow_test_{os.getpid()}_{secrets.token_hex(3)}"
+#: the pytest-xdist worker (gw0, gw1, ...), only [a-z0-9] kept: part of a database name
+WORKER = re.sub(r"[^a-z0-9]", "", os.environ.get("PYTEST_XDIST_WORKER", "main").lower())
+PREFIX = f"durable_flow_test_{WORKER}_{os.getpid()}_{secrets.token_hex(3)}"
 _numbers = itertools.count()
 
 T = TypeVar("T")
@@ -81,9 +87,9 @@ async def execute(dsn: str, *statements: str) -> None:
 
 
 @contextmanager
-def fresh_database() -> Iterator[str]:
-    """A new, empty database; yields its DSN and drops it afterwards."""
-    server = server_dsn()
+def fresh_database(server: str | None = None) -> Iterator[str]:
+    """A new, empty database on ``server`` (the test server); yields its DSN, then drops it."""
+    server = server or server_dsn()
     name = f"{PREFIX}_{next(_numbers)}"  # only [a-z0-9_]: safe to quote as an identifier
     try:
         run_async(execute(server, f'CREATE DATABASE "{name}"'))

@@ -78,3 +78,31 @@ def _waits() -> Any:
 
 
 waits_workflow = _waits()
+
+
+class Expense(Blackboard):
+    amount: int = 40
+    approved: bool = False
+    paid: int = 0
+
+
+def _approvals() -> Any:
+    b = WorkflowBuilder("expense_roles", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: NodeContext) -> dict[str, Any]:
+        ok = await ctx.request({"question": f"pay {state.amount}?"}, response_type=bool,
+                               roles=["finance"])
+        return {"approved": ok}
+
+    @b.node()
+    async def pay(state: Expense, ctx: NodeContext) -> dict[str, Any]:
+        paid = await ctx.step("pay", lambda: state.amount if state.approved else 0)
+        return {"paid": paid}
+
+    b.set_entry("approve")
+    b.add_edge("approve", "pay")
+    return b.build()
+
+
+approvals_workflow = _approvals()

@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pgdb import on_database, server_dsn
+
+pytestmark = pytest.mark.process
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 

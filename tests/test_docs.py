@@ -38,6 +38,7 @@ def test_every_guide_page_of_the_navigation_exists() -> None:
     assert sorted(nav) == sorted(f"guide/{p.name}" for p in GUIDE)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("page", GUIDE, ids=[p.stem for p in GUIDE])
 def test_guide_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code: list[str] = []
@@ -124,3 +125,56 @@ def test_the_guarantees_say_which_runs_may_run_again() -> None:
     text = " ".join((ROOT / "README.md").read_text().split())
     assert ("A failed run can be resumed on purpose (after fixing the cause); a completed or "
             "cancelled run never runs again.") in text
+
+
+def test_the_declarative_guide_shows_the_design_records_example_verbatim() -> None:
+    record = (ROOT / "examples" / "adr006.json").read_text()
+    shown = {body for lang, info, body in _blocks(ROOT / "docs" / "guide" / "declarative.md")
+             if lang == "json" and 'title="adr006.json"' in info}
+    assert shown == {record}, "the guide's adr006.json differs from examples/adr006.json"
+    nodes = list(durable_flow.load_workflow(
+        ROOT / "examples" / "adr006.json",
+        {name: (lambda state: {}) for name in ("greeter-agent", "meal-agent", "glucose-agent",
+                                               "feedback-agent")}).nodes)
+    assert nodes == ["node-greeter", "node-meal", "node-glucose", "node-feedback"]
+
+
+def test_the_cli_pages_sample_inbox_has_the_columns_the_command_prints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = ROOT / "docs" / "guide" / "cli.md"
+    for _lang, info, body in _blocks(page):
+        if (title := TITLE.search(info)) is not None:
+            (tmp_path / title.group(1)).write_text(body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+    runner = CliRunner()
+    started = runner.invoke(app, ["--db", "cli.db", "run", "tour.py:workflow", "--input",
+                                  '{"topic": "tides"}', "--run-id", "tides"])
+    assert started.exit_code == 0, started.output
+    printed = runner.invoke(app, ["--db", "cli.db", "inbox"]).output
+
+    def header(text: str) -> list[str]:
+        row = next(line for line in text.splitlines() if line.startswith("┃"))
+        return [cell.strip() for cell in row.strip("┃").split("┃")]
+
+    sample = next(body for lang, _info, body in _blocks(page)
+                  if lang == "text" and "┃ request" in body)
+    assert header(sample) == header(printed)
+    assert "run status" in header(printed)
+
+
+def test_the_module_index_is_written_from_the_docstrings_and_current() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_modules", ROOT / "docs" / "modules.py")
+    assert spec is not None and spec.loader is not None
+    writer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(writer)
+    assert writer.main(["--check"]) == 0, "docs/modules.md is stale: run `python docs/modules.py`"
+    index = (ROOT / "docs" / "modules.md").read_text()
+    modules = sorted((ROOT / "durable_flow").rglob("*.py"))
+    for path in modules:  # every module is listed, each with what it is for
+        folder = path.parent.relative_to(ROOT)
+        assert f"## `{folder}/`" in index, folder
+        row = next(line for line in index.splitlines() if line.startswith(f"| `{path.name}` |"))
+        assert row.removeprefix(f"| `{path.name}` |").strip(" |"), f"{path} has no docstring"

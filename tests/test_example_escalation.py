@@ -30,6 +30,7 @@ async def test_escalation_times_out_escalates_and_pays_once(tmp_path: Path) -> N
             await rt.respond(run.run_id, {manager.id: True})  # the manager, too late
 
 
+@pytest.mark.process
 def test_escalation_runs_as_a_script(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / "escalation.py")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)

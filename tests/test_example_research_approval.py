@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_examples import EXAMPLES, load
 
 
@@ -18,6 +19,7 @@ async def test_research_finishes_while_the_approval_waits_then_the_join_runs(
     assert state.report.startswith("solar roofs for schools: approved up to 5000 EUR; market:")
 
 
+@pytest.mark.process
 def test_research_approval_runs_as_a_script(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / "research_approval.py")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

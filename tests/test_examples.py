@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -35,6 +37,7 @@ async def test_approval_rejects_then_publishes_once(tmp_path: Path) -> None:
     assert blog.posts() == [f"https://blog.example/tides\t{state.draft}"]
 
 
+@pytest.mark.process
 def test_approval_runs_as_a_script(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / "approval.py")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
@@ -59,6 +62,7 @@ async def test_retries_then_resume_reruns_only_the_failed_task(tmp_path: Path) -
     assert attempts == {"fetch": 3, "slow": 2, "strict": 2}
 
 
+@pytest.mark.crash
 def test_crash_resume_repeats_nothing(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / "crash_resume.py")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
@@ -67,6 +71,7 @@ def test_crash_resume_repeats_nothing(tmp_path: Path) -> None:
     assert "seen = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]" in proc.stdout
 
 
+@pytest.mark.crash
 def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
     env = {**os.environ, "DEMO_DB": str(tmp_path / "demo.db"), "COLUMNS": "200"}
     proc = subprocess.run([sys.executable, str(EXAMPLES / "showcase.py")], cwd=tmp_path,
@@ -107,10 +112,12 @@ def _map_review(tmp_path: Path, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.crash
 def test_map_review_survives_a_sigkill_between_answers_on_sqlite(tmp_path: Path) -> None:
     _map_review(tmp_path)
 
 
+@pytest.mark.crash
 def test_map_review_survives_a_sigkill_between_answers_on_postgresql(tmp_path: Path) -> None:
     from pgdb import fresh_database
 

@@ -1,4 +1,8 @@
-"""The package's layout rules: small modules."""
+"""The package's layout rules: modules of a readable size.
+
+A class lives whole in one module; a module is split by meaning, and this cap only
+catches one that has grown past what anyone reads (STYLE.md: usually under ~800).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from pathlib import Path
 import durable_flow
 
 PACKAGE = Path(durable_flow.__file__).resolve().parent
-MAX_LINES = 600
+MAX_LINES = 800
 
 
 def test_every_module_is_under_the_line_limit() -> None:

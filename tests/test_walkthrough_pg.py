@@ -20,10 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clikit import CONSOLE_SCRIPT
 from pgdb import fresh_database
 
 from durable_flow import PostgresStore, Runtime
+
+pytestmark = [pytest.mark.crash, pytest.mark.fleet]
 
 SHOP = textwrap.dedent('''
     import asyncio

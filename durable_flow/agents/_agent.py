@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -38,6 +38,7 @@ from ..model._expr import resolve_path
 from ..model._graph import Command, Condition, ConditionLike, NodeSpec
 from ..model._messages import Message, ToolCall
 from ..model._retry import RetryPolicy
+from ._approval import approved_call
 from ._calls import ModelCall
 from ._handoffs import Handoffs
 from ._models import ChatModel, model_name
@@ -221,6 +222,26 @@ class Agent:
 # ---------------------------------------------------------------------------
 
 
+def _refused(text: str) -> str:
+    """A refused tool call's result: the refusal the model reads (the tool is not called)."""
+    return text
+
+
+def _step_name(call_id: str, round_no: int, position: int, used: set[str]) -> str:
+    """A tool call's step name, unique in the node's run, the same on every execution.
+
+    A call is named by its id; an id the run saw before (models number their
+    calls per reply) gets its round, and one repeated within a reply (a
+    provider that sends no ids) its position too.
+    """
+    for name in (f"tool:{call_id}", f"tool:{round_no}:{call_id}",
+                 f"tool:{round_no}:{position}:{call_id}"):
+        if name not in used:
+            used.add(name)
+            return name
+    raise AssertionError("a reply's positions are unique")  # pragma: no cover
+
+
 class _Runner:
     """Runs one agent task: prompt, model rounds, tools, output."""
 
@@ -284,10 +305,9 @@ class _Runner:
             if round_no == self.agent.max_tool_rounds:
                 raise ModelError(f"agent {self.id!r} still calls tools after max_tool_rounds="
                                  f"{self.agent.max_tool_rounds}", raw=reply.model_dump_json())
-            for call in reply.tool_calls:
-                name = f"tool:{call.id}" if call.id not in used else f"tool:{round_no}:{call.id}"
-                used.add(call.id)
-                content: str = await ctx.step(name, self.call_tool, call, ctx)
+            for position, call in enumerate(reply.tool_calls):
+                name = _step_name(call.id, round_no, position, used)
+                content = await self.tool_step(name, call, ctx, round_no * 1000 + position)
                 result = Message.tool(content, tool_call_id=call.id, name=call.name)
                 convo.append(result)
                 new.append(result)
@@ -348,6 +368,23 @@ class _Runner:
         except ModelError as exc:
             return str(exc).split("; raw reply:")[0]
         return None
+
+    async def tool_step(self, name: str, call: ToolCall, ctx: NodeContext, key: int) -> str:
+        """One tool call as a durable step; approved first when its tool asks for it."""
+        tool = self.tools.get(call.name)
+        if tool is None or (tool.approval is None and tool.in_doubt == "rerun"):
+            return cast(str, await ctx.step(name, self.call_tool, call, ctx))
+        if tool.approval is not None and not ctx._io.has_step(name):
+            try:  # a call the model got wrong is told so without asking anyone
+                arguments = tool.args.model_validate(call.arguments).model_dump(mode="json")
+            except ValidationError:
+                arguments = None
+            if arguments is not None:
+                chosen = await approved_call(ctx, tool, call, key, arguments)
+                if isinstance(chosen, str):
+                    return cast(str, await ctx.step(name, _refused, chosen))
+                call = chosen
+        return cast(str, await ctx.step(name, self.call_tool, call, ctx, in_doubt=tool.in_doubt))
 
     async def call_tool(self, call: ToolCall, ctx: NodeContext) -> str:
         """Run one tool call, published as ``tool_started`` and ``tool_finished``."""

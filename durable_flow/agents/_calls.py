@@ -5,7 +5,8 @@ delta is published as a ``model_delta`` event (``Runtime.stream`` and the
 run's stream log) with the round and the attempt it belongs to. A
 :class:`~durable_flow.ModelError` marked ``transient`` (a timeout, a lost
 connection, 429, 5xx) is retried with exponential backoff and jitter
-(tenacity), never sooner than the server's ``Retry-After``; other errors,
+(tenacity), never sooner than the server's ``Retry-After`` (which, in a node
+with ``uses=``, also pauses those limits for every task using them); other errors,
 and the last transient one, reach the node.
 """
 
@@ -22,6 +23,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from ..engine._uses import CURRENT_USES, Uses
 from ..errors import ModelError
 from ..model._messages import Message
 from ._models import ChatModel, ChatResponse, ToolSpec, streams
@@ -60,11 +62,26 @@ class ModelCall:
         """The model's reply to ``convo``, after up to ``retries`` transient failures."""
         retrying = AsyncRetrying(stop=stop_after_attempt(self.retries + 1), wait=self.wait,
                                  retry=retry_if_exception(_transient), reraise=True)
+        uses = CURRENT_USES.get()  # the limits the node holds grants of (``uses=``)
         async for attempt in retrying:
             with attempt:
                 number = attempt.retry_state.attempt_number
-                return await self.once(convo, tools, output_schema, round, number)
+                if uses is None:
+                    return await self.once(convo, tools, output_schema, round, number)
+                return await self._paced(uses, convo, tools, output_schema, round, number)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _paced(self, uses: Uses, convo: Sequence[Message], tools: Sequence[ToolSpec],
+                     output_schema: Mapping[str, Any] | None, round: str,
+                     attempt: int) -> ChatResponse:
+        """One attempt under limits: after their pause; a ``Retry-After`` pauses them for all."""
+        await uses.paced()
+        try:
+            return await self.once(convo, tools, output_schema, round, attempt)
+        except ModelError as exc:
+            if exc.transient and exc.retry_after:
+                await uses.slow_down(min(exc.retry_after, MAX_RETRY_AFTER))
+            raise
 
     async def once(self, convo: Sequence[Message], tools: Sequence[ToolSpec],
                    output_schema: Mapping[str, Any] | None, round: str,

@@ -84,16 +84,13 @@ class PydanticAIModel:
     async def stream(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
                      output_schema: Mapping[str, Any] | None = None) -> AsyncIterator[ChatChunk]:
         """A streamed request: text deltas, then the whole reply."""
-        from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
-
         params, wrapped = self._parameters(tools, output_schema)
         try:
             async with self.model.request_stream(self._history(messages), self.settings,
                                                  params) as streamed:
                 async for event in streamed:
-                    if isinstance(event, PartDeltaEvent) and \
-                            isinstance(event.delta, TextPartDelta) and event.delta.content_delta:
-                        yield ChatChunk(text=event.delta.content_delta)
+                    if text := _streamed_text(event):
+                        yield ChatChunk(text=text)
                 response = streamed.get()
         except ModelError:
             raise
@@ -152,6 +149,21 @@ class PydanticAIModel:
                  for p in response.parts if isinstance(p, ToolCallPart)]
         usage = Usage(int(response.usage.input_tokens or 0), int(response.usage.output_tokens or 0))
         return _reply(text, calls, usage, wrapped)
+
+
+def _streamed_text(event: Any) -> str:
+    """The text a pydantic-ai stream event adds to the reply ("" for any other event).
+
+    A text part starts with a ``PartStartEvent`` that already holds its first
+    piece; only the pieces after it come as ``PartDeltaEvent``s.
+    """
+    from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
+
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
 
 
 class LangChainModel:
@@ -230,9 +242,27 @@ class LangChainModel:
     def _read(reply: Any, wrapped: bool) -> ChatResponse:
         content = reply.content if isinstance(reply.content, str) else "".join(
             p.get("text", "") if isinstance(p, dict) else str(p) for p in reply.content)
-        calls = [ToolCall(id=str(c.get("id") or c["name"]), name=c["name"],
-                          arguments=dict(c.get("args") or {}))
-                 for c in getattr(reply, "tool_calls", None) or []]
+        raw = getattr(reply, "tool_calls", None) or []
+        ids = _call_ids([str(c["id"]) if c.get("id") else None for c in raw],
+                        [c["name"] for c in raw])
+        calls = [ToolCall(id=i, name=c["name"], arguments=dict(c.get("args") or {}))
+                 for i, c in zip(ids, raw, strict=True)]
         meta = getattr(reply, "usage_metadata", None) or {}
         usage = Usage(int(meta.get("input_tokens") or 0), int(meta.get("output_tokens") or 0))
         return _reply(content, calls, usage, wrapped)
+
+
+def _call_ids(given: Sequence[str | None], names: Sequence[str]) -> list[str]:
+    """Each call's id: its own, else its tool's name, numbered when a reply repeats it.
+
+    LangChain allows calls without an id; their results must still be told
+    apart (``weather``, ``weather#2``, ...), and an id-less call keeps the same
+    id on every execution of the recorded reply.
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for call_id, name in zip(given, names, strict=True):
+        base = call_id or name
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if call_id or seen[base] == 1 else f"{base}#{seen[base]}")
+    return out

@@ -2,7 +2,8 @@
 
 A tool's argument schema comes from its signature and type hints (through a
 pydantic model); a parameter annotated ``NodeContext`` receives the node's
-context and is not shown to the model.
+context and is not shown to the model. A function marked with
+``durable_flow.tool`` brings its approval and in-doubt options along.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ..engine._context import NodeContext
+from ..model._effects import Approval, InDoubt
+from ._approval import options_of
 from ._models import ToolSpec
 
 __all__ = ["Tool", "compile_tool", "compile_tools", "validation_errors"]
@@ -35,6 +38,8 @@ class Tool:
     fn: Callable[..., Any]
     args: type[BaseModel]
     ctx_param: str | None = None
+    approval: Approval | None = None
+    in_doubt: InDoubt = "rerun"
 
 
 def compile_tools(fns: Sequence[Callable[..., Any]], where: str) -> tuple[dict[str, Tool], list[str]]:
@@ -81,7 +86,9 @@ def compile_tool(fn: Callable[..., Any]) -> Tool:
     schema = args.model_json_schema()
     schema.pop("title", None)
     doc = (inspect.getdoc(fn) or "").strip().split("\n\n")[0].replace("\n", " ")
-    return Tool(ToolSpec(name, doc, MappingProxyType(schema)), fn, args, ctx_param)
+    options = options_of(fn)
+    return Tool(ToolSpec(name, doc, MappingProxyType(schema)), fn, args, ctx_param,
+                options.approval, options.in_doubt)
 
 
 def _is_context(annotation: Any) -> bool:

@@ -48,7 +48,7 @@ class Context:
             return []
         kept = [m for m in history if m.role == "user"] if self.users_only else list(history)
         if self.last is not None:
-            kept = kept[len(kept) - self.last:] if self.last else []
+            kept = kept[max(0, len(kept) - self.last):] if self.last else []
             while kept and kept[0].role == "tool":  # its call fell out of the window
                 kept.pop(0)
         return kept

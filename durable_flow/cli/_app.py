@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
+from typer.core import TyperGroup
 
-from .. import __version__
+from .._version import __version__
 from ..errors import DurableFlowError
 from ._support import DEFAULT_DB, CliError, CliOptions, describe_error, fail, options
 
@@ -107,7 +108,8 @@ _COMMANDS = [
     ("inbox", "_reading", "inbox"), ("respond", "_running", "respond"),
     ("resume", "_running", "resume"), ("fork", "_running", "fork"),
     ("send-event", "_events", "send_event"), ("follow", "_stream", "follow"),
-    ("cancel", "_control", "cancel"),
+    ("cancel", "_bulk", "cancel"), ("pause", "_bulk", "pause"),
+    ("unpause", "_bulk", "unpause"), ("retry", "_bulk", "retry"),
     ("recover", "_control", "recover"), ("graph", "_tools", "graph"),
     ("validate", "_tools", "validate"), ("worker", "_worker", "worker"), ("ui", "_ui", "ui"),
     ("check-upgrade", "_upgrade", "check_upgrade"), ("export", "_transfer", "export_run"),
@@ -117,8 +119,11 @@ _COMMANDS = [
 _DB_COMMANDS = [("upgrade", "_tools", "upgrade"), ("prune", "_tools", "prune")]
 _USERS_COMMANDS = [("add", "_approvals", "users_add"), ("list", "_approvals", "users_list"),
                    ("remove", "_approvals", "users_remove"),
-                   ("set-roles", "_approvals", "users_set_roles")]
-_GROUPS = {"db", "users"}
+                   ("set-roles", "_approvals", "users_set_roles"),
+                   ("set-password", "_approvals", "users_set_password")]
+_SCHEDULES_COMMANDS = [(name, "_schedules", f"schedules_{name}")
+                       for name in ("list", "add", "remove", "pause", "resume")]
+_GROUPS = {"db", "users", "schedules"}
 # global options before the command: those taking a value, and flags
 _VALUED, _FLAGS = {"--db"}, {"--log-json", "--debug"}
 
@@ -128,9 +133,43 @@ def _command(module: str, name: str) -> Callable[..., None]:
                                                name))
 
 
+# click's UsageError and ClickException, whether typer vendors click or imports it
+_USAGE_ERROR: type[Any] = typer.BadParameter.__mro__[1]
+_CLICK_ERROR: type[Any] = _USAGE_ERROR.__mro__[1]
+
+
+class _OneLineUsage(TyperGroup):
+    """The root command: a command line it cannot parse is one line on stderr, exit 2.
+
+    Click (through rich) would draw the problem in a box under the usage; a
+    user, and a script reading stderr, gets ``error: ...`` and where help is.
+    """
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
+        except _USAGE_ERROR as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else prog_name or "durable-flow"
+            print(f"error: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except _CLICK_ERROR as exc:
+            print(f"error: {exc.format_message()}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print("error: aborted", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The application with every command, or with command (or group) ``only`` alone."""
-    root = typer.Typer(name="durable-flow", help=_HELP, no_args_is_help=True,
+    root = typer.Typer(name="durable-flow", help=_HELP, no_args_is_help=True, cls=_OneLineUsage,
                        add_completion=False, pretty_exceptions_show_locals=False)
     if only in (None, "db"):
         db_app = typer.Typer(name="db", help="Create, upgrade and prune the database.",
@@ -144,6 +183,13 @@ def build_app(only: str | None = None) -> typer.Typer:
         root.add_typer(users_app, name="users")
         for name, module, fn in _USERS_COMMANDS:
             _register(users_app, name, _command(module, fn))
+    if only in (None, "schedules"):
+        schedules_app = typer.Typer(name="schedules", help="Cron schedules that workers start "
+                                    "runs of: list, add, remove, pause, resume.",
+                                    no_args_is_help=True)
+        root.add_typer(schedules_app, name="schedules")
+        for name, module, fn in _SCHEDULES_COMMANDS:
+            _register(schedules_app, name, _command(module, fn))
     root.callback()(_global_options)
     for name, module, fn in _COMMANDS:
         if only in (None, name):

@@ -1,34 +1,58 @@
-"""Commands of approvals: ``users add|list|remove|set-roles``, ``audit``, ``link``."""
+"""Commands of approvals: ``users add|list|remove|set-roles|set-password``, ``audit``, ``link``."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ..model._decisions import Decision, verify_chain
-from ..runtime._links import parse_duration
-from ..runtime._users import Users
+from ..model._audit import SECRET_ENV, AuditReport
+from ..model._decisions import Decision
+from ..runtime.people._links import parse_duration
+from ..runtime.people._users import Users
 from ._db import opened
 from ._options import JsonOpt, RunArg
 from ._output import emit_json, make_console, preview, when
 from ._support import fail, options
 
-__all__ = ["audit", "link", "users_add", "users_list", "users_remove", "users_set_roles"]
+__all__ = ["audit", "link", "users_add", "users_list", "users_remove", "users_set_password",
+           "users_set_roles"]
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The person's name (their login).")]
 RolesOpt = Annotated[list[str] | None, typer.Option(
     "--role", metavar="ROLE", help="A role the person holds (repeat for more).")]
+PasswordStdinOpt = Annotated[bool, typer.Option(
+    "--password-stdin", help="Read the password from the first line of standard input (for "
+                             "scripts: `echo \"$PW\" | durable-flow users add ...`).")]
+
+
+def read_password(from_stdin: bool) -> str:
+    """The password: the first line of stdin with ``--password-stdin``, else asked twice.
+
+    Asked on a pipe, the two lines are read as they come (nothing to hide,
+    and no warning that echo cannot be turned off).
+    """
+    if not from_stdin:
+        return str(typer.prompt("Password", hide_input=sys.stdin.isatty(),
+                                confirmation_prompt=True))
+    line = sys.stdin.readline()
+    password = line[:-1] if line.endswith("\n") else line
+    password = password[:-1] if password.endswith("\r") else password
+    if not password:
+        fail("--password-stdin read no password (an empty first line)")
+    return password
 
 
 def users_add(ctx: typer.Context, name: NameArg, role: RolesOpt = None,
               email: Annotated[str | None, typer.Option(
-                  "--email", metavar="ADDR", help="Where notifications for their roles go.")] = None
-              ) -> None:
+                  "--email", metavar="ADDR", help="Where their notifications go.")] = None,
+              password_stdin: PasswordStdinOpt = False) -> None:
     """Add a person of the web app; the password is asked twice and kept as an argon2 hash."""
-    password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    password = read_password(password_stdin)
     opts = options(ctx)
 
     async def go() -> Any:
@@ -82,28 +106,52 @@ def users_set_roles(ctx: typer.Context, name: NameArg, role: RolesOpt = None) ->
     make_console().print(f"user {user.name}" + (_roles(user.roles) or " holds no role"))
 
 
+def users_set_password(ctx: typer.Context, name: NameArg,
+                       password_stdin: PasswordStdinOpt = False) -> None:
+    """Give a person a new password (asked twice); their sessions in the web app end."""
+    password = read_password(password_stdin)
+    opts = options(ctx)
+
+    async def go() -> None:
+        async with opened(opts) as rt:
+            await Users(rt.store).set_password(name, password)
+
+    asyncio.run(go())
+    make_console().print(f"user {name}: password changed, logged out everywhere")
+
+
 def audit(ctx: typer.Context, run_id: RunArg,
           verify: Annotated[bool, typer.Option(
-              "--verify", help="Check the hash chain; exit 1 naming the first broken record.")
-          ] = False, as_json: JsonOpt = False) -> None:
+              "--verify", help="Check the chain, its anchor and the answers (under "
+              "DURABLE_FLOW_SECRET); exit 1 naming each problem.")] = False,
+          require_keyed: Annotated[bool, typer.Option(
+              "--require-keyed", help="With --verify: also exit 1 unless the chain is keyed "
+              "(HMAC under DURABLE_FLOW_SECRET), not plain sha256.")] = False,
+          as_json: JsonOpt = False) -> None:
     """Print a run's decisions (answers, policies, escalations, reassignments, timeouts)."""
     opts = options(ctx)
 
-    async def go() -> list[Decision]:
+    async def go() -> tuple[list[Decision], AuditReport | None]:
         async with opened(opts, logs=False) as rt:
-            return await rt.decisions(run_id)
+            chain = await rt.decisions(run_id)
+            return chain, await rt.verify_audit(run_id) if verify or require_keyed else None
 
-    chain = asyncio.run(go())
+    chain, report = asyncio.run(go())
     if as_json:
         emit_json(chain)
     else:
         _print_chain(chain)
-    if verify:
-        broken = verify_chain(chain)
-        if broken is not None:
-            fail(f"the audit trail of run {run_id} is broken: {broken[1]}")
-        if not as_json:
-            make_console().print(f"chain intact: {len(chain)} decision(s)")
+    if report is None:
+        return
+    unset = "" if os.environ.get(SECRET_ENV) else ": DURABLE_FLOW_SECRET unset"
+    kind = "keyed (HMAC-SHA256)" if report.keyed else f"unkeyed (plain sha256{unset})"
+    if not report.ok:
+        fail(f"the audit trail of run {run_id} is broken ({kind}): " + "; ".join(report.problems))
+    if require_keyed and not report.keyed:
+        fail(f"the audit trail of run {run_id} is intact but unkeyed: anyone who can edit the "
+             "database can rewrite it (set DURABLE_FLOW_SECRET)")
+    if not as_json:
+        make_console().print(f"chain intact: {report.decisions} decision(s), {kind}")
 
 
 def link(ctx: typer.Context, run_id: RunArg,

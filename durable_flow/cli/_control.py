@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,13 +25,19 @@ from ._targets import load_runnable
 __all__ = ["Held", "cancel", "recover"]
 
 
-def cancel(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
-    """Cancel a queued, running or waiting run; it keeps its checkpoints and can be forked."""
+def cancel(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False,
+           by: Annotated[str | None, typer.Option(
+               "--by", metavar="USER", show_default=False,
+               help="Who cancels (recorded in the run's decisions).")] = None) -> None:
+    """Cancel a queued, running or waiting run; it keeps its checkpoints and can be forked.
+
+    Recorded as a ``cancel`` decision (``--by``, via ``cli``).
+    """
     opts = options(ctx)
 
     async def go() -> Any:
         async with opened(opts) as rt:
-            return await rt.cancel(run_id)
+            return await rt.cancel(run_id, by=by, via="cli")
 
     info = asyncio.run(go())
     if as_json:

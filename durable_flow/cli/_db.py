@@ -87,14 +87,14 @@ def open_store(db: str, *, create: bool = False, serving: bool = False) -> Check
                            "or pass --db PATH / set DURABLE_FLOW_DB")
         if not path.parent.is_dir():
             raise CliError(f"cannot create database {path}: no directory {path.parent}")
-    from ..store._sqlite import SqliteStore
+    from ..store.sqlite._sqlite import SqliteStore
 
     return SqliteStore(str(path), synchronous="full")
 
 
 def _postgres_store(url: str, reconnect_timeout: float | None) -> CheckpointStore:
     # Imported here: SQLite users never load the PostgreSQL driver module.
-    from ..store._postgres import PostgresStore
+    from ..store.postgres._postgres import PostgresStore
 
     if reconnect_timeout is None:
         return PostgresStore(url)

@@ -48,7 +48,7 @@ __all__ = [
 
 STATUS_STYLE = {
     RunStatus.RUNNING: "cyan", RunStatus.WAITING: "yellow", RunStatus.COMPLETED: "green",
-    RunStatus.FAILED: "red", RunStatus.CANCELLED: "dim",
+    RunStatus.FAILED: "red", RunStatus.CANCELLED: "dim", RunStatus.PAUSED: "magenta",
 }
 _NON_TERMINAL_WIDTH = 160  # wide enough that ids in tables stay whole when piped
 
@@ -96,12 +96,18 @@ def _table(*columns: str, title: str | None = None) -> Table:
 
 def runs_table(runs: Sequence[RunInfo]) -> Table:
     """One row per run."""
-    table = _table("run", "workflow", "version", "status", "updated", "wakes", "ref", "error")
+    labelled = any(r.labels for r in runs)  # the column only when some run has labels
+    table = _table("run", "workflow", "version", "status", "updated", "wakes", "ref", "error",
+                   *(["labels"] if labelled else []))
     for r in runs:
         error = f"{r.error.type}: {r.error.message}" if r.error else ""
+        if r.pause_reason:  # why an operator paused it
+            error = f"paused: {r.pause_reason}" + (f"; {error}" if error else "")
+        labels = " ".join(f"{k}={v}" for k, v in sorted(r.labels.items()))
         table.add_row(cell(r.run_id), cell(r.workflow_name), cell(r.workflow_version),
                       status_text(r.status), when(r.updated_at), when(r.wake_at),
-                      cell(r.workflow_ref or ""), cell(preview(error, 60)))
+                      cell(r.workflow_ref or ""), cell(preview(error, 60)),
+                      *([cell(labels)] if labelled else []))
     return table
 
 
@@ -189,16 +195,66 @@ def requests_table(requests: Sequence[PendingRequest], *, with_run: bool = True,
     return table
 
 
-_EXAMPLES = {"boolean": "true", "integer": "0", "number": "0", "string": '"..."',
-             "array": "[]", "object": "{}"}
+_SIMPLE: dict[str, Any] = {"boolean": True, "integer": 0, "number": 0, "string": "...",
+                           "array": [], "null": None}
+
+
+def example_answer(schema: Mapping[str, Any]) -> str:
+    """A JSON answer that fits ``schema``, to show how to answer; ``JSON`` when none is found.
+
+    Objects get their required fields (each an example of its own schema),
+    enums and constants their first value, numbers their minimum. The result
+    is checked against the schema, so a suggestion is never an invalid answer.
+    """
+    try:
+        value = _example(schema, schema.get("$defs", {}), depth=0)
+        import jsonschema
+
+        jsonschema.validate(value, dict(schema))
+    except Exception:  # no example found, or it does not fit: say what is expected instead
+        return "JSON"
+    return orjson.dumps(value).decode()
+
+
+def _example(schema: Mapping[str, Any], defs: Mapping[str, Any], *, depth: int) -> Any:
+    if depth > 8:
+        raise ValueError("schema too deep for an example")
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _example(defs[ref.removeprefix("#/$defs/")], defs, depth=depth + 1)
+    for key in ("const", "default"):
+        if key in schema:
+            return schema[key]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _example(schema[key][0], defs, depth=depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {name: _example(props.get(name, {}), defs, depth=depth + 1)
+                for name in schema.get("required", ())}
+    if kind in ("integer", "number") and "minimum" in schema:
+        return schema["minimum"]
+    if kind == "string" and schema.get("minLength", 0) > 3:
+        return "." * int(schema["minLength"])
+    return _SIMPLE[str(kind)]
 
 
 def respond_command(opts: CliOptions, request: PendingRequest) -> str:
-    """The shell command that answers ``request`` (with a placeholder value)."""
-    kind = request.response_schema.get("type")
-    example = _EXAMPLES.get(kind, "JSON") if isinstance(kind, str) else "JSON"
+    """The shell command that answers ``request``, with an answer that fits its schema.
+
+    An assigned request's command names who answers (``--by``): its one
+    assignee, else a placeholder.
+    """
     args = ["durable-flow", *opts.db_args, "respond", request.run_id, request.id,
-            "--value", example]
+            "--value", example_answer(request.response_schema)]
+    if request.assignees or request.roles:
+        one = request.assignees[0] if len(request.assignees) == 1 and not request.roles else "USER"
+        args += ["--by", one]
     return shlex.join(args)
 
 
@@ -219,6 +275,17 @@ def _facts(rows: Iterable[tuple[str, RenderableType | str]]) -> Table:
     return grid
 
 
+def superstep_text(snap: Snapshot) -> str:
+    """The checkpoint's superstep; for a run stopped in the next one, which it is.
+
+    A run waits *in* the superstep after its last checkpoint (``run`` says so,
+    and its request ids are numbered by it: ``approve@2#0``).
+    """
+    if snap.status is RunStatus.WAITING and snap.next_tasks:
+        return f"{snap.superstep} committed; waiting in superstep {snap.superstep + 1}"
+    return str(snap.superstep)
+
+
 def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType:
     """A snapshot with its nested sub-workflows, for ``show``."""
     rows: list[tuple[str, RenderableType | str]] = []
@@ -228,10 +295,17 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
         if info.forked_from is not None:
             rows.append(("forked from", cell(f"{info.forked_from.run_id} @ "
                                              f"{info.forked_from.checkpoint_id}")))
+        if info.status is RunStatus.PAUSED:  # the run row's status, and why
+            why = info.pause_reason or ("a node failed (on_failure=\"pause\"): unpause runs "
+                                        "it again" if info.error else "")
+            rows.append(("paused", cell(why or "(no reason given)", "magenta")))
+        if info.labels:
+            rows.append(("labels", cell(" ".join(f"{k}={v}"
+                                                 for k, v in sorted(info.labels.items())))))
     else:
         rows.append(("namespace", cell(snap.namespace)))
     rows += [("status", status_text(snap.status)), ("checkpoint", cell(snap.checkpoint_id)),
-             ("superstep", str(snap.superstep)),
+             ("superstep", superstep_text(snap)),
              ("next tasks", cell(tasks_text(snap.next_tasks) or "(none)"))]
     rows += [("map", cell(line)) for line in instance_counts(snap)]
     rows += [("parked", cell(parked_text(task), "yellow")) for task in snap.parked]

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..model._records import PendingRequest, RunInfo, RunStatus
 from ._db import find_run, inspected, opened, resolve_checkpoint
+from ._filters import ErrorTypeOpt, LabelOpt, SinceOpt, parse_labels, parse_since
 from ._options import JsonOpt, NamespaceOpt, RunArg, StatusOpt, WorkflowNameOpt
 from ._output import (
     cell,
@@ -27,6 +28,7 @@ from ._output import (
 from ._support import CliOptions, options
 
 if TYPE_CHECKING:
+    from ..runtime._limits import LimitWait
     from ..runtime._runtime import Runtime
 
 __all__ = ["diff", "diff_values", "history", "inbox", "runs", "show"]
@@ -43,13 +45,18 @@ def _read(opts: CliOptions, body: Callable[[Runtime], Awaitable[T]]) -> T:
 
 
 def runs(ctx: typer.Context, status: StatusOpt = None, workflow: WorkflowNameOpt = None,
+         label: LabelOpt = None, since: SinceOpt = None, error_type: ErrorTypeOpt = None,
          as_json: JsonOpt = False) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (filtered by status, workflow, labels, age, error type)."""
+    labels, after = parse_labels(label), parse_since(since)
 
     async def listing() -> list[RunInfo]:
         # Runtime.list_runs, read without loading the engine: a short command starts sooner
         async with inspected(options(ctx)) as views:
-            return await views.runs(status, workflow)
+            found = await views.runs(status, workflow, labels, after)
+        if error_type is None:
+            return found
+        return [r for r in found if r.error is not None and r.error.type == error_type]
 
     found = asyncio.run(listing())
     if as_json:
@@ -70,17 +77,23 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status, blackboard, pending requests and nested sub-workflow state."""
+    from ..runtime._limits import limit_waits  # only show needs it
 
-    async def body(rt: Runtime) -> tuple[Any, Any]:
+    async def body(rt: Runtime) -> tuple[Any, Any, list[LimitWait]]:
         info = await find_run(rt, run_id)
         cp = await resolve_checkpoint(rt, run_id, checkpoint) if checkpoint else None
-        return info, await rt.get_state(run_id, cp)
+        return info, await rt.get_state(run_id, cp), await limit_waits(rt.store, run_id)
 
-    info, snap = _read(options(ctx), body)
+    info, snap, waits = _read(options(ctx), body)
     if as_json:
-        emit_json({"run": info, "snapshot": snap})
+        emit_json({"run": info, "snapshot": snap,
+                   "limit_waits": [{"limit": w.limit, "node": w.node, "in_use": w.in_use,
+                                    "capacity": w.capacity} for w in waits]})
     else:
-        make_console().print(snapshot_view(snap, info))
+        console = make_console()
+        console.print(snapshot_view(snap, info))
+        for wait in waits:
+            console.print(wait.describe())
 
 
 def history(

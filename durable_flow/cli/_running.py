@@ -207,8 +207,14 @@ def fork(
     workflow: WorkflowOpt = None,
     allow_mismatch: AllowMismatchOpt = False,
     as_json: JsonOpt = False,
+    by: Annotated[str | None, typer.Option(
+        "--by", metavar="USER", show_default=False,
+        help="Who forks (the fork's started_by and its first decision).")] = None,
 ) -> None:
-    """Start a new run from a checkpoint of RUN and follow it; the original run is untouched."""
+    """Start a new run from a checkpoint of RUN and follow it; the original run is untouched.
+
+    The fork's decisions start with a ``fork`` decision (``--by``, via ``cli``).
+    """
     opts = options(ctx)
     values = read_json_object(update, "--update") if update is not None else None
     console, tracker = make_console(), Tracker(f"forking {run_id} at {checkpoint}", new_run_id)
@@ -217,7 +223,8 @@ def fork(
         wf = await _workflow(rt, run_id, workflow, console, as_json)
         checkpoint_id = await resolve_checkpoint(rt, run_id, checkpoint)
         events = rt.stream_fork(wf, run_id, checkpoint_id, update=values,
-                                allow_mismatch=allow_mismatch, new_run_id=new_run_id)
+                                allow_mismatch=allow_mismatch, new_run_id=new_run_id,
+                                by=by, via="cli")
         result = await follow(events, tracker, console, live=not as_json)
         if not as_json:
             console.print(Text(f"forked run {run_id} at {checkpoint_id} into {result.run_id}"),

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import shlex
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
+import orjson
 import typer
 
-from ..model._records import StreamEntry
+from ..model._records import RunStatus, StreamEntry
 from ._db import opened
 from ._options import RunArg
-from ._support import options
+from ._output import when
+from ._support import fail, jsonable, options
 
 __all__ = ["follow"]
 
@@ -36,21 +41,39 @@ def follow(
     run_id: RunArg,
     after: Annotated[int, typer.Option(
         "--after", min=0, help="Start after this entry (the last one a reader saw).")] = 0,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="One JSON object per entry and line (seq, kind, node, data, ...).")] = False,
 ) -> None:
     """Print what RUN's agents stream, live, until the run stops running.
 
     Reading again with --after N prints what came after entry N: nothing is
-    missed across a reconnection.
+    missed across a reconnection. A run whose process died (its lease
+    expired) is executed by nobody: follow stops and says how to go on
+    (exit 1).
     """
     opts = options(ctx)
 
-    async def go() -> None:
+    async def go() -> Any:
         last: list[tuple[str, int, int]] = []
         async with opened(opts) as rt:
             async for entry in rt.follow_stream(run_id, after=after):
-                sys.stdout.write(_line(entry, last))
+                sys.stdout.write(_json_line(entry) if as_json else _line(entry, last))
                 sys.stdout.flush()
-        if last:
-            sys.stdout.write("\n")
+            if last:
+                sys.stdout.write("\n")
+            return await rt.store.get_run(run_id)
 
-    asyncio.run(go())
+    try:
+        record = asyncio.run(go())
+    except BrokenPipeError:  # a reader such as `head` went away: nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    if record is not None and record.status is RunStatus.RUNNING:
+        resume = shlex.join(["durable-flow", *opts.db_args, "resume", run_id])
+        fail(f"run {run_id} is running but nobody executes it (its lease expired at "
+             f"{when(record.lease_expires_at)}: the process holding it stopped); "
+             f"`{resume}` continues it")
+
+
+def _json_line(entry: StreamEntry) -> str:
+    return orjson.dumps(dataclasses.asdict(entry), default=jsonable).decode() + "\n"

@@ -78,7 +78,7 @@ class CliOptions:
         costs more than a command that reads the database takes. ``info``
         (a worker) writes INFO lines (claims, runs) without ``--log-json``.
         """
-        from ..runtime._logging import configure_logging
+        from ..runtime.observability._logging import configure_logging
 
         level = "DEBUG" if self.debug else "INFO" if self.log_json or info else "WARNING"
         configure_logging(json=self.log_json, level=level, tracebacks=self.debug or self.log_json)
@@ -143,6 +143,7 @@ def describe_error(exc: BaseException) -> str:
     text = _explained(exc)
     if isinstance(exc, InvalidResponseError) and exc.schema is not None:
         text += f"; expected JSON schema: {compact(exc.schema)}"
+    text = text.replace("(pass by=PRINCIPAL)", "(answer as one of them with --by USER)")
     return _PY_ARGUMENT.sub(lambda m: f"pass --{m.group(1).replace('_', '-')}", text)
 
 
@@ -247,7 +248,7 @@ def load_object(ref: str, what: str = "MODULE:NAME") -> Any:
 
 def resolve_workflow(ref: str) -> Workflow:
     """The :class:`Workflow` named by ``MODULE:WORKFLOW``, or a clear ``CliError``."""
-    from ..build._builder import WorkflowBuilder
+    from ..building._builder import WorkflowBuilder
     from ..model._graph import Workflow
 
     obj = load_object(ref, "MODULE:WORKFLOW")

@@ -113,7 +113,7 @@ def load_file(path: Path, registry_ref: str | None, notes: list[str] | None = No
     ``registry_ref`` (``MODULE:NAME`` or ``PATH.py:NAME``) names the mapping
     of functions and agents the file refers to.
     """
-    from ..build.declarative._load import load_workflow
+    from ..building.declarative._load import load_workflow
 
     if not path.is_file():
         raise CliError(f"no file {path}")
@@ -183,7 +183,7 @@ def _exec_file(path: Path, module_name: str) -> Any:
 
 
 def _as_workflow(obj: Any, ref: str) -> Workflow:
-    from ..build._builder import WorkflowBuilder
+    from ..building._builder import WorkflowBuilder
     from ..model._graph import Workflow
 
     if isinstance(obj, Workflow):

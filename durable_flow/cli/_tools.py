@@ -24,7 +24,7 @@ __all__ = ["graph", "prune", "upgrade", "validate"]
 
 
 def _render(workflow: Workflow, fmt: DiagramFormat) -> str:
-    from ..build._diagram import to_dot, to_mermaid
+    from ..building._diagram import to_dot, to_mermaid
 
     return to_dot(workflow) if fmt is DiagramFormat.DOT else to_mermaid(workflow)
 

@@ -27,6 +27,8 @@ def export_run(
 ) -> None:
     """Print a run as one JSON document: every checkpoint, request, step, task write and event.
 
+    Signed (HMAC) under DURABLE_FLOW_SECRET when it is set.
+
     `durable-flow import FILE` loads it into another database (SQLite or
     PostgreSQL); attach it to a bug report to show a run as it was.
     """
@@ -50,8 +52,18 @@ def import_run(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(metavar="FILE", show_default=False,
                                          help="A document written by `durable-flow export`.")],
+    unsigned: Annotated[bool, typer.Option(
+        "--unsigned", help="Accept a document without a signature (or one that cannot be "
+        "checked without DURABLE_FLOW_SECRET): only from a source you trust.")] = False,
+    keep_workflow_refs: Annotated[bool, typer.Option(
+        "--keep-workflow-refs", help="Keep the run's recorded MODULE:WORKFLOW, so later "
+        "commands without --workflow import that code: only for documents you made.")] = False,
 ) -> None:
-    """Load a run written by `durable-flow export` (one transaction; its id must be free)."""
+    """Load a run written by `durable-flow export` (one transaction; its id must be free).
+
+    Every row, the decision chain and (with DURABLE_FLOW_SECRET set) the
+    signature are checked first; on any problem nothing is written.
+    """
     opts = options(ctx)
     try:
         document = orjson.loads(file.read_bytes())
@@ -62,7 +74,8 @@ def import_run(
         from ..runtime._transfer import import_run as load
 
         async with opened(opts, create=True, logs=False) as rt:
-            return await load(rt.store, document)
+            return await load(rt.store, document, unsigned=unsigned,
+                              keep_workflow_refs=keep_workflow_refs, via="cli")
 
     info = asyncio.run(go())
     make_console().print(Text(f"imported run {info.run_id} ({info.status.value}, workflow "

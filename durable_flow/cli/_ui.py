@@ -16,7 +16,11 @@ from ._output import make_console
 from ._support import CliError, UsageError, options
 from ._targets import load_targets
 
-__all__ = ["ui"]
+__all__ = ["OPEN_WARNING", "own_url", "ui"]
+
+OPEN_WARNING = ("warning: started without --token, so nobody can log in: everyone who opens "
+                "this address is the admin, and people (durable-flow users) cannot answer as "
+                "themselves; pass --token (or --jwt-key) for logins")
 
 TargetsArg = Annotated[list[str] | None, typer.Argument(
     metavar="WORKFLOW...", show_default=False,
@@ -55,8 +59,8 @@ def ui(
         help="Accept bearer JWTs signed with the key of this PEM public key file.")] = None,
     base_url: Annotated[str | None, typer.Option(
         "--base-url", metavar="URL", show_default=False,
-        help="Where this server is reached, for the signed links in notifications "
-             "(with DURABLE_FLOW_SECRET).")] = None,
+        help="Where this server is reached, for the links in notifications (default: the "
+             "address it listens on).")] = None,
 ) -> None:
     """Serve the web inbox (answer requests in a browser) and the run inspector.
 
@@ -78,14 +82,29 @@ def ui(
     workflows = [t.workflow for t in load_targets(targets or [], registry)]
     console = make_console()
 
+    verifier = jwt_verifier(jwt_key, jwt_public_key)
+
     def ready(url: str) -> None:
         names = ", ".join(f"{wf.name}@{wf.version}" for wf in workflows) or "none (use a worker)"
         console.print(Text(f"durable-flow ui on {url} over {display_db(opts.db)}; runs here: "
                            f"{names}{'; token required' if token else ''}"), soft_wrap=True)
+        if token is None and verifier is None:
+            console.print(Text(OPEN_WARNING), soft_wrap=True)
 
     serve(open_store(opts.db, create=True, serving=True), workflows=workflows, host=host, port=port,
           token=token, on_ready=ready, notifiers=notifiers_from(notify_webhook, smtp, smtp_from),
-          base_url=base_url, jwt=jwt_verifier(jwt_key, jwt_public_key))
+          base_url=base_url or own_url(host, port), jwt=verifier)
+
+
+def own_url(host: str, port: int) -> str:
+    """The URL this server is reached at when no ``--base-url`` says otherwise.
+
+    A wildcard address (``0.0.0.0``, ``::``) is reached by the machine's name.
+    """
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 (naming the wildcard, not binding it)
+        host = socket.gethostname()
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 def jwt_verifier(key: str | None, public_key: Path | None) -> Any:
@@ -99,7 +118,7 @@ def jwt_verifier(key: str | None, public_key: Path | None) -> Any:
 
 def notifiers_from(webhook: str | None, smtp: str | None, sender: str) -> list[Any]:
     """The notifiers ``--notify-webhook`` and ``--smtp HOST:PORT`` ask for."""
-    from ..runtime._notify import SmtpNotifier, WebhookNotifier
+    from ..runtime.notifications._notifiers import SmtpNotifier, WebhookNotifier
 
     found: list[Any] = [WebhookNotifier(webhook)] if webhook else []
     if smtp:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from ..runtime._upgrade import UpgradeProblem
 from ._db import opened
 from ._options import JsonOpt, RegistryOpt, TargetArg
 from ._output import emit_json, make_console
@@ -16,6 +17,16 @@ from ._support import options
 from ._targets import load_target
 
 __all__ = ["check_upgrade"]
+
+_SHOWN = 10  # run ids listed per reason (--json lists every run)
+
+
+def _grouped(problems: list[UpgradeProblem]) -> dict[tuple[str, str], list[UpgradeProblem]]:
+    """The problems by the version they are on and why they would break, first seen first."""
+    groups: dict[tuple[str, str], list[UpgradeProblem]] = {}
+    for p in problems:
+        groups.setdefault((p.run_version, p.reason), []).append(p)
+    return groups
 
 
 def check_upgrade(
@@ -48,9 +59,11 @@ def check_upgrade(
         emit_json({"workflow": workflow.name, "version": workflow.version, "problems": problems})
     else:
         console = make_console()
-        for p in problems:
-            console.print(Text(f"run {p.run_id} ({p.status.value}, version {p.run_version}): "
-                               f"{p.reason}"), soft_wrap=True)
+        for (version, reason), runs in _grouped(problems).items():
+            console.print(Text(f"version {version}: {reason}"), soft_wrap=True)
+            shown = ", ".join(f"{p.run_id} ({p.status.value})" for p in runs[:_SHOWN])
+            more = f" and {len(runs) - _SHOWN} more" if len(runs) > _SHOWN else ""
+            console.print(Text(f"  {len(runs)} run(s): {shown}{more}"), soft_wrap=True)
         console.print(Text(f"{len(problems)} unfinished run(s) of {workflow.name!r} would break on "
                            f"version {workflow.version!r}" if problems else
                            f"every unfinished run of {workflow.name!r} can continue on version "

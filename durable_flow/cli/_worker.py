@@ -13,6 +13,7 @@ from rich.text import Text
 from ..model._graph import Workflow
 from ..runtime._worker import Worker
 from ._db import display_db, open_store
+from ._limits import parse_limits
 from ._options import RegistryOpt
 from ._output import make_console
 from ._support import CliOptions, options
@@ -51,6 +52,10 @@ def worker(
     base_url: Annotated[str | None, typer.Option(
         "--base-url", metavar="URL", show_default=False,
         help="Where `durable-flow ui` is reached, for signed links in notifications.")] = None,
+    limit: Annotated[list[str] | None, typer.Option(
+        "--limit", metavar="NAME=SPEC", show_default=False,
+        help="A limit nodes with uses=(NAME,) share across the fleet, e.g. "
+             "api=concurrency:4,per_minute:60 (repeat for more).")] = None,
 ) -> None:
     """Claim queued and abandoned runs of these workflows and execute them.
 
@@ -66,7 +71,7 @@ def worker(
     made = Worker(open_store(opts.db, create=True, serving=True), workflows, concurrency=concurrency,
                   lease_ttl=lease_ttl, poll_interval=poll_interval, grace_period=grace_period,
                   name=name, notifiers=notifiers_from(notify_webhook, smtp, smtp_from),
-                  base_url=base_url)
+                  base_url=base_url, limits=parse_limits(limit or ()))
     asyncio.run(_serve(opts, made, workflows))
 
 

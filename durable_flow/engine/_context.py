@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import structlog
 
     from ..model._approvals import Policy
+    from ..model._effects import InDoubt
     from ._loop import RunContext
 
 __all__ = ["NO_DEFAULT", "Interrupt", "NodeContext"]
@@ -328,6 +329,7 @@ class NodeContext:
             parked=self._io.parks)
 
     async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
+                   in_doubt: InDoubt = "rerun", reconcile: Callable[..., Any] | None = None,
                    **kwargs: Any) -> T:
         """Run a durable side effect once; later runs of this task get the recorded result.
 
@@ -337,9 +339,22 @@ class NodeContext:
         the runtime raises here (a duplicate name, a result that cannot be
         stored, a failed write, a lost lease) is never retried by the node's
         ``RetryPolicy``, while an error ``fn`` raises is the node's own.
+
+        ``in_doubt="rerun"`` (the default): an effect cut off before its
+        result was recorded runs again. ``in_doubt="ask"``: the step records
+        that it started before ``fn`` is called; finding a start without a
+        result, it does not call ``fn`` but ``reconcile(*args, **kwargs)``
+        (its result recorded as the step's; ``NOT_DONE``: ``fn`` runs), or,
+        without one (or when it raises), asks a person with a request of
+        kind ``in_doubt`` answered by an ``InDoubtDecision``.
         """
         if name in self._step_names:
             raise _own(DuplicateStepError(self.node, name))
+        if in_doubt != "rerun" or reconcile is not None:
+            from ._doubt import check_options
+
+            check_options(name, in_doubt, reconcile)
+        ordinal = len(self._step_names)  # the same on every execution of the task
         self._step_names.add(name)
         adapter = _return_adapter(fn)
         if not self._io.has_step(name):
@@ -347,9 +362,14 @@ class NodeContext:
                 self._io.run.guard()
             except LeaseLostError as exc:
                 raise _own(exc) from None
-            result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+            if in_doubt == "ask":
+                from ._doubt import run_in_doubt
+
+                result = await run_in_doubt(self, name, ordinal, fn, args, kwargs, reconcile)
+            else:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
             try:
                 data = encode(result)
             except TypeError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,10 +15,12 @@ from ..model._records import CheckpointRef, RunStatus
 from ..model._routing import Completed, Routed, route
 from ..model._serde import decode
 from ..model._task_id import TaskId
+from ..store._approval_rows import DecisionDraft
 from ..store._protocols import (
     CheckpointMeta,
     CheckpointStore,
     CheckpointWrite,
+    Lease,
     LoadedCheckpoint,
     RequestRow,
     RunRecord,
@@ -26,6 +28,7 @@ from ..store._protocols import (
     TaskWrite,
 )
 from ._loop import RunContext, ThreadRunner
+from ._parked import parked_open_ids, ready_parked
 from ._state import (
     DAMAGE,
     ThreadState,
@@ -78,9 +81,14 @@ class _Copies:
 
 async def prepare_fork(
     rc: RunContext, workflow: Workflow, source: RunRecord, checkpoint_id: str,
-    update: Mapping[str, Any],
+    update: Mapping[str, Any], *, started_by: str | None = None,
+    decisions: Sequence[DecisionDraft] = (),
 ) -> ThreadState:
     """Create the forked run (``rc.run_id``) and return its top-level state.
+
+    The fork keeps the source's budget and records ``started_by``; its
+    decision chain starts with ``decisions`` (the ``"fork"`` decision), in
+    the transaction that creates it.
 
     The fork starts from a self-contained copy of the checkpoint and, for one
     inside a sub-workflow, of every anchor above it, so it resumes inside the
@@ -125,10 +133,11 @@ async def prepare_fork(
         created_at=now, updated_at=now, head_checkpoint_id=top.meta.id,
         signature=source.signature, max_supersteps=source.max_supersteps,
         forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref,
-        workflow_version=source.workflow_version)
+        workflow_version=source.workflow_version, budget=source.budget, started_by=started_by,
+        operators=workflow.operators, viewers=workflow.viewers)
     await store.create_run(record, copies.checkpoints, None if done else rc.lease,
                            task_writes=copies.task_writes,
-                           steps=copies.steps, requests=copies.requests)
+                           steps=copies.steps, requests=copies.requests, decisions=decisions)
     loaded = LoadedCheckpoint(meta=top.meta, values=top.values,
                               logs={ch: [b] for ch, b in top.appends.items()})
     return decode_checkpoint(loaded, workflow.schema)
@@ -315,26 +324,43 @@ async def plan_update(
     return UpdatePlan(state, new_values, changed, appended, routed, as_node)
 
 
-async def commit_update(rc: RunContext, workflow: Workflow, plan: UpdatePlan) -> str:
+async def commit_update(rc: RunContext, workflow: Workflow, plan: UpdatePlan,
+                        decisions: Sequence[DecisionDraft] = ()) -> str:
     """Commit a planned update as the new head (``rc`` holds the run's lease).
 
-    Open requests of the old head are dropped in the same transaction; the
-    run is left ``waiting`` (resumable) or ``completed``.
+    Open requests stay open: without ``as_node`` the same tasks are next and
+    the old head's requests move onto the new head; with it the routed tasks
+    are new ones and ask afresh when they run. Parked tasks' requests stay
+    at their anchors either way. The run is left ``waiting`` (resumable) or
+    ``completed`` when nothing is next and nothing is parked; ``decisions`` (the
+    ``"update"`` decision) are recorded in the same transaction.
     """
     state = plan.state
-    new = await ThreadRunner(rc, workflow).commit_state(
+    keep = plan.as_node is None  # the same tasks are next: they go on waiting
+    runner = ThreadRunner(rc, workflow)
+    new = await runner.commit_state(
         state, state.meta.superstep + 1, plan.values, state.histories, plan.changed,
         plan.appended, plan.routed, (plan.as_node,) if plan.as_node else (), source="update",
-        pause=True)
+        pause=True, decisions=decisions, keep_requests=keep,
+        parked_on=await parked_open_ids(runner, state.meta))
     return new.meta.id
 
 
-async def check_no_recorded_work(store: CheckpointStore, record: RunRecord) -> None:
-    """``InvalidInputError`` while the run's head holds work a new head would lose."""
+async def check_no_recorded_work(store: CheckpointStore, record: RunRecord,
+                                 workflow: Workflow | None = None) -> None:
+    """``InvalidInputError`` while the run's head holds work a new head would lose.
+
+    With ``workflow``, a parked task whose answer, event or timer already came
+    (it is due to run again) refuses too: the new head would leave it waiting.
+    """
     head = record.head_checkpoint_id or ""
     meta = await store.get_checkpoint(record.run_id, head)
     tasks = meta.next_tasks if meta is not None else ()
     found: list[str] = []
+    if meta is not None and workflow is not None and meta.parked:
+        reader = RunContext(store, Lease(record.run_id, "", 0, utcnow()), workflow.name, None)
+        found += [f"the answered parked task {task!r}"
+                  for task in await ready_parked(ThreadRunner(reader, workflow), meta)]
     if await store.get_task_writes(record.run_id, head):
         found.append("finished sibling tasks")
     if any(r.answer is not None for r in await store.get_requests(

@@ -38,7 +38,9 @@ from ..model._records import CheckpointSource, ErrorInfo, RunStatus
 from ..model._retry import cancelled_from_outside
 from ..model._routing import Completed, Routed, route
 from ..model._task_id import TaskId
+from ..store._approval_rows import DecisionDraft
 from ..store._protocols import (
+    Carry,
     CheckpointMeta,
     CheckpointWrite,
     ParkedRow,
@@ -50,10 +52,19 @@ from ..store._protocols import (
 from ..store._segments import join_arrays
 from ._context import Interrupt, TaskIO
 from ._histories import MESSAGES, history_chunk
-from ._instances import blocked_subworkflows, gates, run_gated, task_arg
+from ._instances import gates, run_gated, task_arg
 from ._lazy import first_digests, load_head, next_digests, resolved
 from ._ownership import HandBack
-from ._parked import Barrier, Parking, barrier, idle, parked_meta, stopped_at, take
+from ._parked import (
+    Barrier,
+    Parking,
+    barrier,
+    idle,
+    parked_meta,
+    stopped_at,
+    take,
+)
+from ._recorded import open_now, recorded_work
 from ._resume import resume_point
 from ._run import RunContext
 from ._state import (
@@ -184,6 +195,7 @@ class ThreadRunner:
             if state.meta.superstep >= self.max_supersteps:
                 return await self._fail(state, SuperstepLimitError(self.max_supersteps), None, [])
             if resumed and self.top:  # checked, and moved off the id it was reported at
+                self.rc.watch(await self.rc.store.get_requests(self.rc.run_id, open_only=True))
                 state = await resume_point(self, state, checked=state.meta.id == self._fresh)
             step = await self._superstep(state, resumed)
             resumed = False
@@ -203,7 +215,7 @@ class ThreadRunner:
         answered: dict[TaskId, dict[int, RequestRow]] = {}
         blocked: set[TaskId] = set()
         if resumed:
-            saved, answered, blocked = await self._recorded(st, step)
+            saved, answered, blocked = await recorded_work(self, st, step)
         answered |= parking.answered  # a parked task's rows, recorded at its anchor
         todo = [n for n in tasks if n not in saved and n not in blocked]
         snapshot = st.node_view(self.schema)
@@ -231,26 +243,6 @@ class ThreadRunner:
             if isinstance(exc, StoreError) and exc.unavailable:  # unreachable: a crash
                 raise
             return await self._fail(st, exc, None, unsaved, [])
-
-    async def _recorded(
-        self, st: ThreadState, step: int
-    ) -> tuple[dict[TaskId, TaskResult], dict[TaskId, dict[int, RequestRow]], set[TaskId]]:
-        """Task writes, answers and open requests already recorded for this superstep."""
-        store, run_id, base = self.rc.store, self.rc.run_id, st.meta
-        saved = {r.node: r for r in (TaskResult.from_write(w, self.schema)
-                                     for w in await store.get_task_writes(run_id, base.id))}
-        answered: dict[TaskId, dict[int, RequestRow]] = {}
-        blocked: set[TaskId] = set()
-        for req in await store.get_requests(run_id, checkpoint_id=base.id):
-            local = TaskId.parse(req.node.rsplit(".", 1)[-1])
-            answered.setdefault(local, {})[req.index] = req
-            if req.answer is None:
-                blocked.add(local)
-        subs = [n for n in st.tasks if self.wf.nodes[n.node].kind == "subworkflow"]
-        if subs:
-            blocked |= blocked_subworkflows(self.prefix, step, subs,
-                                            await store.get_requests(run_id, open_only=True))
-        return saved, answered, blocked
 
     async def _run_tasks(
         self, todo: Sequence[TaskId], st: ThreadState, step: int, snapshot: Any,
@@ -317,9 +309,13 @@ class ThreadRunner:
         log = _log.bind(run_id=self.rc.run_id, node=qual, superstep=step)
         self.rc.emit("node_started", self.namespace, step, qual)
         at = self._anchors.get(node)  # a parked task: its rows stay where it first ran
+        self.rc.taken(answered.values())
         base_id = at.anchor if at is not None else st.meta.id
         steps = await self.rc.store.get_steps(self.rc.run_id, base_id, qual) \
             if resumed or at is not None else {}
+        for old in (at.names[1:] if at is not None else ()):  # recorded before a rename
+            steps = await self.rc.store.get_steps(self.rc.run_id, base_id, self.qualify(old)) \
+                | steps
         io = TaskIO(run=self.rc, checkpoint_id=base_id, thread=self.thread,
                     request_prefix=self.prefix, namespace=self.namespace, answered=answered,
                     steps=steps, origin=at.superstep if at is not None else None,
@@ -333,7 +329,8 @@ class ThreadRunner:
             holder[:] = [ctx]
             sub = (lambda: self._run_child(spec, view, st, step, node, arg)) \
                 if spec.kind == "subworkflow" else None
-            coro = call_node(spec, self._takes_ctx[spec.id], view, ctx, sub)
+            coro = call_node(spec, self._takes_ctx[spec.id], view, ctx, sub, gate=self.rc.limits,
+                             run_id=self.rc.run_id)
             if spec.timeout is None:
                 return await coro
             async with asyncio.timeout(spec.timeout):
@@ -349,6 +346,8 @@ class ThreadRunner:
             out = await (spec.retry.call(attempt, on_retry) if spec.retry else attempt())
             result = normalize(node, spec, self.schema, out, holder[0])
         except Interrupt as exc:
+            if self.parks and exc.requests:
+                await open_now(self.rc, exc.requests)
             return self._interrupted(node, qual, step, log, exc)
         except (LeaseLostError, CheckpointCorruptedError):
             raise  # the store's trouble, not the node's: stop the run, record nothing
@@ -494,13 +493,19 @@ class ThreadRunner:
         histories: dict[str, list[Message]], changed: dict[str, bytes | None],
         appended: dict[str, list[bytes]], routed: Routed, nodes: tuple[str, ...],
         source: CheckpointSource = "loop", *, pause: bool = False, park: Barrier | None = None,
+        decisions: Sequence[DecisionDraft] = (),
+        keep_requests: bool = False, parked_on: tuple[str, ...] = (),
     ) -> ThreadState:
         """Write the next checkpoint of this thread and move its head.
 
         ``pause`` (used by ``update_state``) leaves a run that still has tasks
-        ``waiting`` without a lease, and drops the open requests of the old
-        head in the same transaction. ``park`` (a parking thread's barrier)
-        gives the parked tasks, the waits they opened and the status.
+        or parked tasks ``waiting`` without a lease; the open requests of the
+        old head move onto the new one (``keep_requests``: their tasks are
+        still next) or are dropped in the same transaction. Parked tasks'
+        requests stay at their anchors either way. ``park`` (a parking
+        thread's barrier) gives the parked tasks, the waits they opened and
+        the status; ``parked_on`` (without it) names the parked tasks' open
+        requests, so an answer recorded meanwhile queues the run.
         """
         base = st.meta
         seq = base.seq + 1
@@ -517,7 +522,7 @@ class ThreadRunner:
             node = ch.removeprefix("history:") if ch.startswith("history:") else None
             lengths[stored.get(ch, ch)] = len(histories[node] if node is not None else values[ch])
         status = RunStatus.RUNNING if routed.next_tasks else RunStatus.COMPLETED
-        if pause and routed.next_tasks:
+        if pause and (routed.next_tasks or base.parked):
             status = RunStatus.WAITING
         if park is not None:
             status = await park.status(bool(routed.next_tasks))
@@ -537,9 +542,13 @@ class ThreadRunner:
         if self.top:
             run = RunUpdate(status=status, head_checkpoint_id=meta.id,
                             release=status is not RunStatus.RUNNING)
+        keep = pause and keep_requests
         await self.rc.commit(checkpoint=CheckpointWrite(meta, vals, appends), run=run,
-                             drop_open_requests=pause, extends=self._extends(base),
-                             **(park.commit_parts() if park is not None else {}))
+                             drop_open_requests=pause and not keep and not self.parks,
+                             carry=Carry(base.id) if keep else None,
+                             extends=self._extends(base), decisions=decisions,
+                             **(park.commit_parts() if park is not None
+                                else {"parked_on": parked_on}))
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories, value_bytes=value_bytes)
@@ -567,7 +576,9 @@ class ThreadRunner:
                             traceback=exc.inner_traceback)
         else:
             err = ErrorInfo.from_exception(exc, qual)
-        run = RunUpdate(status=RunStatus.FAILED, error=err, release=True) if self.top else None
+        # on_failure="pause": the run is dead-lettered, paused with its error, not failed
+        status = RunStatus.PAUSED if self.wf.on_failure == "pause" else RunStatus.FAILED
+        run = RunUpdate(status=status, error=err, release=True) if self.top else None
         await self.rc.commit(
             extends=self._extends(st.meta),
             mark=StatusMark(st.meta.id, RunStatus.FAILED, err),

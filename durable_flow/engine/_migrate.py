@@ -34,6 +34,7 @@ from ..store._protocols import (
     CheckpointMeta,
     CheckpointWrite,
     LoadedCheckpoint,
+    ParkedRow,
     RunRecord,
     RunUpdate,
 )
@@ -122,15 +123,23 @@ async def _check_nodes(rc: RunContext, workflow: Workflow, record: RunRecord,
                             f"the sub-workflow node {node!r} is in flight",
                             f"finish it on version {record.workflow_version!r} first; "
                             "nothing was written")
+    for p in meta.parked:  # a parked sub-workflow's thread would need migrating too
+        if await store.thread_head(record.run_id, f"{p.anchor}/{p.task}") is not None:
+            raise _mismatch(workflow, record,
+                            f"the parked sub-workflow node {p.task!r} is in flight",
+                            f"finish it on version {record.workflow_version!r} first; "
+                            "nothing was written")
     rows = await store.get_requests(record.run_id, checkpoint_id=meta.id)
     writes = await store.get_task_writes(record.run_id, meta.id)
     needed = {*meta.next_tasks, *(r.node for r in rows), *(w.node for w in writes)}
-    missing = sorted({migration.node(TaskId.parse(n).node) for n in needed} - set(workflow.nodes))
+    parked = {p.task for p in meta.parked}
+    missing = sorted({migration.node(TaskId.parse(n).node) for n in needed | parked}
+                     - set(workflow.nodes))
     if missing:
         raise _mismatch(workflow, record,
                         f"version {workflow.version!r} has no node "
                         + ", ".join(map(repr, missing))
-                        + " (needed by the run's next tasks or pending requests; "
+                        + " (needed by the run's next tasks, parked tasks or pending requests; "
                         "map renamed nodes with migrate(..., nodes={old: new}))")
     for write in writes:
         renamed = dataclasses.replace(write, node=migration.task(write.node))
@@ -196,7 +205,7 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
         id=new_checkpoint_id(), run_id=record.run_id, thread="", namespace="", parent_id=meta.id,
         seq=seq, superstep=meta.superstep + 1, created_at=utcnow(),
         status=RunStatus.RUNNING if next_tasks or meta.parked else RunStatus.COMPLETED,
-        source="migrate", parked=meta.parked,  # parked tasks go on where they were anchored
+        source="migrate", parked=_renamed_parked(migration, meta),
         routing_reason=f"migrated from version {record.workflow_version} to {workflow.version}",
         next_tasks=next_tasks, joins=routed_joins, value_versions=dict.fromkeys(vals, seq),
         log_lengths=lengths, task_args=args,
@@ -204,6 +213,20 @@ def _checkpoint(workflow: Workflow, record: RunRecord, migration: Migration,
         + sum(map(len, args.values())))
     state = ThreadState(meta=new, values=values, histories=moved, value_bytes=vals)
     return CheckpointWrite(new, vals, appends), state
+
+
+def _renamed_parked(migration: Migration, meta: CheckpointMeta) -> tuple[ParkedRow, ...]:
+    """Parked tasks under their new ids; they go on where they were anchored.
+
+    Their rows stay at their anchors under the id they were recorded with
+    (``ParkedRow.recorded``), so a re-run still finds its answers and steps.
+    """
+    out = []
+    for p in meta.parked:
+        new = migration.task(p.task)
+        out.append(p if new == p.task else dataclasses.replace(
+            p, task=new, recorded=p.recorded or p.task))
+    return tuple(out)
 
 
 def _log(name: str, items: list[Any], raw: dict[str, Any], channels: dict[str, str], seq: int,

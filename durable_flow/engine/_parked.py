@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WorkflowValidationError
 from ..model._clock import utcnow
 from ..model._ids import new_checkpoint_id
 from ..model._records import RunStatus
@@ -39,7 +38,7 @@ from ..store._protocols import (
     RunUpdate,
     StatusMark,
 )
-from ._resume import Copies, copy_threads
+from ._resume import Copies, carry_parked, copy_threads
 from ._task import TaskResult
 
 if TYPE_CHECKING:
@@ -49,8 +48,9 @@ if TYPE_CHECKING:
     from ._loop import ThreadOutcome, ThreadRunner
     from ._state import ThreadState
 
-__all__ = ["Barrier", "Parking", "barrier", "idle", "parked_meta", "parked_row", "stopped_at",
-           "take"]
+__all__ = ["Barrier", "Parking", "barrier", "idle", "inner_ready", "parked_meta",
+           "parked_open_ids",
+           "parked_row", "ready_parked", "stopped_at", "take"]
 
 
 @dataclass
@@ -91,30 +91,41 @@ class Barrier:
     runner: ThreadRunner | None = None
     base: ThreadState | None = None
     deferred: tuple[TaskId, ...] = ()
+    # the run reached an exit: these open waits of the parked tasks are withdrawn
+    withdraw: tuple[str, ...] = ()
 
     def carried(self, routed: Routed, workflow: str) -> Routed:
         """``routed`` with the deferred tasks kept as next tasks (with their ``Send`` args).
 
-        A node routed to again while its task waits runs after it. ``Send``
-        instances of a node with an instance parked or deferred would take
-        the same ids with other arguments: that fails the run, naming the node.
+        A node routed to again while its task waits runs after it. New
+        ``Send`` instances of a node with instances parked or deferred start
+        beside them: they are numbered after the indexes those hold, so no
+        two tasks of the run share an id (``workflow`` names the workflow).
         """
-        busy = {t.node for t in self.deferred} | {TaskId.parse(p.task).node for p in self.parked}
+        taken: dict[str, set[int]] = {}
+        for t in (*self.deferred, *(TaskId.parse(p.task) for p in self.parked)):
+            if t.index is not None:
+                taken.setdefault(t.node, set()).add(t.index)
+        tasks: list[TaskId] = []
+        args: dict[TaskId, bytes] = {}
         for t in routed.next_tasks:
-            if t.index is not None and t.node in busy:
-                raise WorkflowValidationError(
-                    [f"node {t.node!r} was sent new Send instances while instances of it are "
-                     "parked (waits='branch'); a node's Send instances start again only "
-                     "after every parked one finished"], workflow=workflow)
+            new = t
+            if t.index is not None and t.node in taken:
+                used = taken[t.node]
+                new = TaskId(t.node, max(used) + 1)
+                used.add(max(used) + 1)
+            if t in routed.args:
+                args[new] = routed.args[t]
+            tasks.append(new)
+        routed = replace(routed, next_tasks=tuple(tasks), args=args)
         if not self.deferred:
             return routed
-        args = dict(routed.args)
         stored = self.base.meta.task_args if self.base is not None else {}
         for t in self.deferred:
             if str(t) in stored:
                 args[t] = stored[str(t)]
-        tasks = (*self.deferred, *(t for t in routed.next_tasks if t not in self.deferred))
-        return replace(routed, next_tasks=tasks, args=args)
+        tasks = [*self.deferred, *(t for t in routed.next_tasks if t not in self.deferred)]
+        return replace(routed, next_tasks=tuple(tasks), args=args)
 
     @property
     def held(self) -> frozenset[str]:
@@ -123,7 +134,8 @@ class Barrier:
 
     def commit_parts(self) -> dict[str, Any]:
         """What the barrier's commit writes besides the checkpoint."""
-        return {"requests": self.requests, "reopen": self.reopen, "parked_on": self.open_ids}
+        return {"requests": self.requests, "reopen": self.reopen, "parked_on": self.open_ids,
+                "withdraw": self.withdraw}
 
     async def status(self, has_next: bool) -> RunStatus:
         """``running`` while anything can run, ``waiting`` when only parked tasks are left.
@@ -173,7 +185,9 @@ async def take(runner: ThreadRunner, st: ThreadState, *, fresh: bool = False) ->
     if await _settle(runner, open_rows):
         open_rows = await rc.store.get_requests(rc.run_id, open_only=True)
     out = Parking()
-    candidates = [p for p in st.meta.parked if not _open_of(runner, p, open_rows)]
+    candidates = [p for p in st.meta.parked if not _open_of(runner, p, open_rows)
+                  or await inner_ready(runner, TaskId.parse(p.task), p.anchor, p.superstep,
+                                       open_rows)]
     closed = await _closed_rows(runner, candidates)
     ids = {p.task for p in st.meta.parked}  # a routed task of a parked one's id waits for it
     cutoff = None if fresh or all(str(t) in ids for t in st.tasks) else st.meta.created_at
@@ -221,13 +235,13 @@ async def _reanchor(runner: ThreadRunner, st: ThreadState,
             moved.add(p.task)
     if not moved:
         return None
+    parked = await carry_parked(rc.store, runner.wf, base, new_id, copies)  # anchored at base
+    parked = tuple(replace(p, anchor=new_id) if p.task in moved else p for p in parked)
     for task, p in ready.items():
-        if p.task in moved:
-            ready[task] = replace(p, anchor=new_id)
+        ready[task] = next(q for q in parked if q.task == p.task)
     meta = replace(
         base, id=new_id, parent_id=base.id, seq=base.seq + 1, created_at=utcnow(),
-        status=RunStatus.RUNNING, source="loop", nodes=(), error=None, size=0,
-        parked=tuple(replace(p, anchor=new_id) if p.task in moved else p for p in base.parked))
+        status=RunStatus.RUNNING, source="resume", nodes=(), error=None, size=0, parked=parked)
     run = RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id) if runner.top else None
     await rc.commit(checkpoint=CheckpointWrite(meta, {}, {}), carry=Carry(base.id),
                     extends=base.id if runner.top else None, nested=copies, run=run)
@@ -268,6 +282,37 @@ async def _settle(runner: ThreadRunner, open_rows: Sequence[RequestRow]) -> bool
     return await rc.store.settle(rc.lease)
 
 
+async def inner_ready(runner: ThreadRunner, task: TaskId, anchor: str, superstep: int,
+                      open_rows: Sequence[RequestRow]) -> bool:
+    """Whether sub-workflow task ``task`` (run from ``anchor``) can go on although waits are open.
+
+    It can when a task parked inside it (at any depth) has no open wait left:
+    that inner branch runs again while the others go on waiting. ``superstep``
+    is the one the task's request ids name.
+    """
+    spec = runner.wf.nodes.get(task.node)
+    sub = spec.subworkflow if spec is not None else None
+    if sub is None:
+        return False
+    rc = runner.rc
+    head = await rc.store.thread_head(rc.run_id, f"{anchor}/{task}")
+    if head is None:
+        return False
+    child = type(runner)(rc, sub.workflow, thread=f"{anchor}/{task}",
+                         namespace=runner.qualify(str(task)),
+                         request_prefix=f"{runner.prefix}{task}@{superstep}/")
+    for q in head.parked:
+        if not _of(child, q, open_rows) or await inner_ready(
+                child, TaskId.parse(q.task), q.anchor, q.superstep, open_rows):
+            return True
+    parked = {q.task for q in head.parked}
+    for name in head.next_tasks:
+        if name not in parked and await inner_ready(child, TaskId.parse(name), head.id,
+                                                    head.superstep + 1, open_rows):
+            return True
+    return False
+
+
 def _open_of(runner: ThreadRunner, p: ParkedRow, rows: Iterable[RequestRow]) -> list[RequestRow]:
     """The open waits of parked task ``p`` among the open ``rows``."""
     return _of(runner, p, rows)
@@ -280,8 +325,24 @@ def _of(runner: ThreadRunner, p: ParkedRow, rows: Iterable[RequestRow]) -> list[
     if spec is not None and spec.subworkflow is not None:
         inside = f"{runner.prefix}{task}@{p.superstep}/"
         return [r for r in rows if r.id.startswith(inside)]
-    qual = runner.qualify(p.task)
-    return [r for r in rows if r.checkpoint_id == p.anchor and r.node == qual]
+    quals = {runner.qualify(name) for name in p.names}
+    return [r for r in rows if r.checkpoint_id == p.anchor and r.node in quals]
+
+
+async def parked_open_ids(runner: ThreadRunner, meta: CheckpointMeta) -> tuple[str, ...]:
+    """The ids of the open requests ``meta``'s parked tasks wait for (people's, not timers)."""
+    if not meta.parked:
+        return ()
+    rows = await runner.rc.store.get_requests(runner.rc.run_id, open_only=True)
+    return tuple(r.id for p in meta.parked for r in _of(runner, p, rows) if r.kind == "request")
+
+
+async def ready_parked(runner: ThreadRunner, meta: CheckpointMeta) -> list[str]:
+    """``meta``'s parked tasks none of whose waits is open any more (they can run again)."""
+    if not meta.parked:
+        return []
+    rows = await runner.rc.store.get_requests(runner.rc.run_id, open_only=True)
+    return [p.task for p in meta.parked if not _of(runner, p, rows)]
 
 
 def parked_row(st: ThreadState, step: int, task: TaskId,
@@ -298,12 +359,23 @@ async def barrier(
     runner: ThreadRunner, st: ThreadState, step: int, writes: list[TaskResult],
     stopped: Sequence[TaskResult], blocked: Iterable[TaskId], parking: Parking,
 ) -> ThreadState | ThreadOutcome:
-    """A parking thread's barrier: merge what finished, park what waits, commit."""
+    """A parking thread's barrier: merge what finished, park what waits, commit.
+
+    A finished task that is an exit ends the thread: nothing is parked, and
+    every open wait of the tasks that were or would be parked is withdrawn.
+    """
     newly = [parked_row(st, step, r.node, parking.ready) for r in stopped]
     newly += [parked_row(st, step, t, parking.ready) for t in blocked]
     parked = tuple(sorted([*parking.waiting, *newly], key=lambda p: TaskId.parse(p.task)))
     requests = [replace(q, parked=True) for r in stopped for q in r.requests]
     reopen = [rid for r in stopped for rid in r.reopen]
+    if any(w.node.node in runner.wf.exits for w in writes):
+        rc = runner.rc
+        open_rows = await rc.store.get_requests(rc.run_id, open_only=True)
+        gone = [r.id for p in parked for r in _of(runner, p, open_rows)]
+        gone += [q.id for q in requests] + reopen
+        park = Barrier(requests=requests, withdraw=tuple(dict.fromkeys(gone)), base=st)
+        return await runner.merge(st, step, writes, park)
     if parking.waiting:  # events kept and times come while this superstep ran: settled now,
         # before this barrier's checkpoint, so the next superstep takes those tasks
         rc = runner.rc

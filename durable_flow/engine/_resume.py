@@ -23,7 +23,7 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
-from ..store._protocols import Carry, CheckpointMeta, CheckpointWrite, RunUpdate
+from ..store._protocols import Carry, CheckpointMeta, CheckpointWrite, ParkedRow, RunUpdate
 from ._preflight import preflight
 from ._state import ThreadState, self_contained
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..store._protocols import CheckpointStore
     from ._loop import ThreadRunner
 
-__all__ = ["Copies", "copy_threads", "resume_point"]
+__all__ = ["Copies", "carry_parked", "copy_threads", "resume_point"]
 
 Copies = list[tuple[CheckpointWrite, Carry]]
 
@@ -49,9 +49,10 @@ async def resume_point(runner: ThreadRunner, st: ThreadState, *, checked: bool) 
     await copy_threads(runner.rc.store, runner.wf, st.meta, st.tasks, new_id, copies)
     if not copies:
         return st
+    parked = await carry_parked(runner.rc.store, runner.wf, st.meta, new_id, copies)
     meta = dataclasses.replace(
         st.meta, id=new_id, parent_id=st.meta.id, seq=st.meta.seq + 1, created_at=utcnow(),
-        status=RunStatus.RUNNING, source="loop", nodes=(), error=None, size=0)
+        status=RunStatus.RUNNING, source="resume", nodes=(), error=None, size=0, parked=parked)
     await runner.rc.commit(
         checkpoint=CheckpointWrite(meta, {}, {}), extends=st.meta.id, carry=Carry(st.meta.id),
         nested=copies, run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id))
@@ -60,6 +61,23 @@ async def resume_point(runner: ThreadRunner, st: ThreadState, *, checked: bool) 
                    nodes=[], size=0)
     return ThreadState(meta=meta, values=st.values, histories=st.histories,
                        value_bytes=st.value_bytes)
+
+
+async def carry_parked(store: CheckpointStore, wf: Workflow, meta: CheckpointMeta, anchor: str,
+                       out: Copies) -> tuple[ParkedRow, ...]:
+    """``meta``'s parked list once what is recorded at ``meta`` moves onto ``anchor``.
+
+    A parked task anchored at ``meta`` itself (a fork's first checkpoint
+    anchors the tasks it brings along) has its rows there: the ``Carry``
+    moves them, so the task is anchored at ``anchor`` too, and a parked
+    sub-workflow's thread is copied under it (added to ``out``).
+    """
+    moved = tuple(TaskId.parse(p.task) for p in meta.parked if p.anchor == meta.id)
+    if not moved:
+        return meta.parked
+    await copy_threads(store, wf, meta, moved, anchor, out)
+    return tuple(dataclasses.replace(p, anchor=anchor) if p.anchor == meta.id else p
+                 for p in meta.parked)
 
 
 async def copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMeta,
@@ -78,7 +96,7 @@ async def copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMet
             continue
         loaded = await store.load_checkpoint(meta.run_id, head.id)
         write = self_contained(loaded, meta.run_id, f"{anchor}/{task}", carried=True,
-                               source="loop")
+                               source="resume")
         write = dataclasses.replace(write, meta=dataclasses.replace(write.meta, nodes=()))
         out.append((write, Carry(head.id)))
         inner = tuple(map(TaskId.parse, head.next_tasks))

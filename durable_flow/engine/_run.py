@@ -11,12 +11,12 @@ usage and budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LeaseLostError
 from ..model._clock import utcnow
-from ..model._records import Event, EventKind
+from ..model._records import Event, EventKind, RunStatus
 from ..store._protocols import (
     CheckpointStore,
     Commit,
@@ -30,6 +30,7 @@ from ._budget import Spending
 from ._ownership import LOCAL_EXPIRY, LeaseClock
 from ._streamlog import StreamBuffer
 from ._task import TaskFence
+from ._uses import Gate
 
 if TYPE_CHECKING:
     from ._state import ThreadState
@@ -59,6 +60,20 @@ class RunContext:
         self.stopping = False
         # sub-workflow heads read by ``preflight``, by thread, until their task continues them
         self.preloaded: dict[str, ThreadState] = {}
+        # grants of named limits for nodes with ``uses=`` (a worker's; None: no limits)
+        self.limits: Gate | None = None
+        # requests answerable while the run runs (``RequestRow.parked``) that this execution
+        # saw open and has not yet given to a task: one answered meanwhile queues the run
+        # when it is next saved ``waiting`` (``Commit.parked_on``), so it is never stranded
+        self.watched: set[str] = set()
+
+    def watch(self, rows: Sequence[RequestRow]) -> None:
+        """Remember the open requests among ``rows`` that may be answered while the run runs."""
+        self.watched.update(r.id for r in rows if r.parked and r.answer is None)
+
+    def taken(self, rows: Iterable[RequestRow]) -> None:
+        """These recorded answers were given to a task: no reason to queue the run any more."""
+        self.watched.difference_update(r.id for r in rows)
 
     def guard(self) -> None:
         """Raise ``LeaseLostError`` (stopping the run's tasks) if the lease is lost or past due."""
@@ -101,11 +116,15 @@ class RunContext:
 
         Nothing is sent past the lease's local deadline (checked again after the flush).
         """
-        if self.stream_log.pending:
+        # the flusher's batch in flight too (it holds the lock): flush waits for it
+        if self.stream_log.pending or self.stream_log.lock.locked():
             self.guard()
             await self.stream_log.flush()
         self.guard()
         update = parts.get("run")
         if isinstance(update, RunUpdate) and update.release:
             self.releasing = True
+        self.watch(parts.get("requests", ()))
+        if isinstance(update, RunUpdate) and update.status is RunStatus.WAITING and self.watched:
+            parts["parked_on"] = (*parts.get("parked_on", ()), *sorted(self.watched))
         await self.store.commit(Commit(lease=self.lease, **parts))

@@ -20,6 +20,7 @@ from ..model._task_id import TaskId
 from ._context import Interrupt, NodeContext, TaskIO
 from ._instances import split_goto
 from ._state import DAMAGE, corrupted, encode_field
+from ._uses import CURRENT_USES, Gate
 
 if TYPE_CHECKING:
     from ..model._blackboard import StateSchema
@@ -148,15 +149,31 @@ def _send(value: Any) -> Send:
 
 async def call_node(
     spec: NodeSpec, takes_ctx: bool, state: Any, ctx: NodeContext,
-    subworkflow: Callable[[], Any] | None = None,
+    subworkflow: Callable[[], Any] | None = None, *, gate: Gate | None = None,
+    run_id: str = "",
 ) -> Any:
-    """Call the node's function (sync functions run in a worker thread)."""
+    """Call the node's function (sync functions run in a worker thread).
+
+    A node with ``uses=`` first waits for its grants from ``gate`` (when
+    there is one) and holds them while it runs.
+    """
     if subworkflow is not None:
         return await subworkflow()
     fn = spec.fn
     if fn is None:
         raise TypeError(f"node {spec.id!r} has nothing to run")
     args = (state, ctx) if takes_ctx else (state,)
+    if not spec.uses or gate is None:
+        return await _call(fn, args)
+    async with gate.hold(spec.uses, run_id, ctx.node) as uses:
+        token = CURRENT_USES.set(uses)
+        try:
+            return await _call(fn, args)
+        finally:
+            CURRENT_USES.reset(token)
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
     result = await asyncio.to_thread(fn, *args)

@@ -17,7 +17,8 @@ from typing import Any
 from ..errors import InvalidInputError
 from ._expr import Expression
 
-__all__ = ["ROLE_PREFIX", "Policy", "Principal", "default_title", "permits", "principal_of", "split_targets"]
+__all__ = ["ROLE_PREFIX", "Policy", "Principal", "default_title", "permits", "principal_of", "split_targets",
+           "who_may"]
 
 ROLE_PREFIX = "role:"
 """How an ``escalate_to`` entry names a role instead of a principal."""
@@ -25,15 +26,22 @@ ROLE_PREFIX = "role:"
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who acts: a principal id (``"alice@example.com"``) and the roles it holds."""
+    """Who acts: a principal id (``"alice@example.com"``) and the roles it holds.
+
+    ``aliases`` are other ids that name the same person (a user's email
+    address): a request assigned to one of them is theirs to answer, and
+    the answer is recorded by ``id``.
+    """
 
     id: str
     roles: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise InvalidInputError(f"a principal id must be a non-empty string, not {self.id!r}")
         object.__setattr__(self, "roles", _names(self.roles, "role"))
+        object.__setattr__(self, "aliases", _names(self.aliases, "alias"))
 
 
 def principal_of(by: Principal | str | None) -> Principal | None:
@@ -55,7 +63,14 @@ def permits(by: Principal | None, assignees: Iterable[str], roles: Iterable[str]
         return True
     if by is None:
         return False
-    return by.id in assignees or any(role in roles for role in by.roles)
+    return (by.id in assignees or any(alias in assignees for alias in by.aliases)
+            or any(role in roles for role in by.roles))
+
+
+def who_may(assignees: Iterable[str], roles: Iterable[str]) -> str:
+    """Who may answer, in words: ``"'alice@example.com' or role 'finance'"``."""
+    named = [repr(a) for a in assignees] + [f"role {r!r}" for r in roles]
+    return " or ".join(named) if named else "anyone"
 
 
 def split_targets(targets: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -25,6 +25,7 @@ __all__ = [
     "Edge",
     "FanIn",
     "NodeSpec",
+    "OnFailure",
     "Switch",
     "WaitMode",
     "Workflow",
@@ -141,6 +142,7 @@ class NodeSpec:
     view: Callable[[Any], Any] | None = None
     arg_type: Any = None  # what a ``Send``'s arg is validated into (``ctx.arg``)
     max_concurrency: int | None = None  # instances of one superstep running at once
+    uses: tuple[str, ...] = ()  # named limits a worker grants before each run of the node
 
     @property
     def takes_ctx(self) -> bool:
@@ -163,6 +165,10 @@ class SubworkflowSpec:
     workflow: Workflow
     inputs: Mapping[str, str]
     outputs: Mapping[str, str]
+
+
+#: What a node that exhausted its retries does to its run (``WorkflowBuilder(on_failure=)``).
+OnFailure = Literal["fail", "pause"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +194,12 @@ class Workflow:
     budget: Budget | None = None
     # "superstep": the barrier waits for every task; "branch": a waiting task is parked
     waits: WaitMode = "superstep"
+    # role names whose holders operate / read its runs (see ``model/_access.py``; not in the signature)
+    operators: tuple[str, ...] = ()
+    viewers: tuple[str, ...] = ()
+    # "fail": a node that exhausted its retries fails the run; "pause": it pauses it (a
+    # dead letter, RunInfo.error set) until unpause runs the failed task again
+    on_failure: OnFailure = "fail"
 
     @property
     def schema(self) -> StateSchema:
@@ -215,7 +227,7 @@ class Workflow:
 
     def explain(self) -> str:
         """Per node: what it reads and writes, its model, history mode, tools and routing."""
-        from ..build._dataflow import explain
+        from ._explain import explain
 
         return explain(self)
 

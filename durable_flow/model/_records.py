@@ -6,6 +6,7 @@ Field names here are part of the public contract.
 from __future__ import annotations
 
 import traceback as _tb
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -45,7 +46,9 @@ class RunStatus(str, Enum):
     ``queued`` runs wait for a ``Worker`` (submitted, answered through
     ``Runtime.respond``, sent an event they wait for, or given back by a
     worker that stopped). A ``waiting`` run waits for answers, events or a
-    time (``RunInfo.wake_at``); it holds no lease.
+    time (``RunInfo.wake_at``); it holds no lease. A ``paused`` run is never
+    claimed until ``Runtime.unpause`` (``RunInfo.pause_reason`` says why;
+    ``RunInfo.error`` is set when a node failed with ``on_failure="pause"``).
     """
 
     QUEUED = "queued"
@@ -54,6 +57,7 @@ class RunStatus(str, Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    PAUSED = "paused"
 
     @property
     def is_final(self) -> bool:
@@ -61,7 +65,7 @@ class RunStatus(str, Enum):
         return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
 
 
-CheckpointSource = Literal["input", "loop", "update", "fork", "migrate"]
+CheckpointSource = Literal["input", "loop", "update", "fork", "migrate", "resume"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,8 @@ class ParkedTask:
     is its ``PendingRequest.id``; timers and event waits have ids too);
     ``kind`` is ``request`` when one of them is a request, else ``event`` or
     ``timer``. ``wake_at`` is the earliest timer or deadline among them.
+    ``events`` names the events its open event waits wait for (``"paid"``
+    for ``ctx.wait_event("paid")``), in the order waited.
     ``since_superstep`` is the superstep it first ran in; it runs again from
     the top in the superstep after its answer, event or timer comes.
     """
@@ -138,6 +144,7 @@ class ParkedTask:
     waits_for: tuple[str, ...]
     since_superstep: int
     wake_at: datetime | None = None
+    events: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +193,12 @@ class RunInfo:
     #: what the run's model calls used so far, and its spending limit (None: none)
     usage: RunUsage = field(default_factory=RunUsage)
     budget: Budget | None = None
+    #: the principal id that started it (``by=`` of ``run``/``submit``/``fork``), or None
+    started_by: str | None = None
+    #: why the run is paused (``Runtime.pause(reason=)``); None unless it is paused
+    pause_reason: str | None = None
+    #: the run's labels (``run``/``submit`` ``labels=``), string keys and values
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +248,7 @@ class RunResult:
 EventKind = Literal[
     "run_started", "superstep_started", "node_started", "node_completed",
     "node_retrying", "node_failed", "request_issued", "request_answered",
-    "checkpoint_saved", "subworkflow_failed", "run_waiting", "run_completed",
+    "checkpoint_saved", "subworkflow_failed", "run_waiting", "run_paused", "run_completed",
     "run_failed", "run_cancelled", "model_delta", "tool_started", "tool_finished",
 ]
 # the events a node publishes itself (``NodeContext.publish``), kept in the run's stream log

@@ -5,7 +5,8 @@ declares how to move a paused run onto it with ``builder.migrate``; the
 :class:`Migration` it records is applied by ``Runtime.resume(...,
 migrate=True)``. :func:`first_difference` names the first node or edge two
 graph descriptions (``Workflow.describe()``) disagree on, for
-``WorkflowMismatchError``.
+``WorkflowMismatchError``; :func:`only_new_defaults` lets a graph that only
+gained state fields with defaults continue the runs of the old one.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._task_id import TaskId
 
-__all__ = ["Migration", "first_difference"]
+if TYPE_CHECKING:
+    from ._graph import Workflow
+
+__all__ = ["Migration", "first_difference", "only_new_defaults"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,43 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
         if found:
             return found
     return None
+
+
+def only_new_defaults(old: Mapping[str, Any], workflow: Workflow) -> bool:
+    """Whether ``workflow`` differs from the run's graph ``old`` only by new defaulted fields.
+
+    New state fields with defaults, at any nesting level: it can continue the run as it is.
+
+    A checkpoint written before such a field existed holds no value for it;
+    the field's default applies when it is read, as for a new run.
+    """
+    return _fields_only(old, workflow.describe(), workflow)
+
+
+def _fields_only(old: Mapping[str, Any], new: Mapping[str, Any], wf: Workflow) -> bool:
+    added = set(new.get("fields", ())) - set(old.get("fields", ()))
+    if set(old.get("fields", ())) - set(new.get("fields", ())):
+        return False
+    if any(wf.state.model_fields[name].is_required() for name in added
+           if name in wf.state.model_fields):
+        return False
+    if _without_fields(old) != _without_fields(new):
+        return False
+    for nid, spec in wf.nodes.items():
+        if spec.subworkflow is not None and not _fields_only(
+                old["nodes"][nid]["workflow"], new["nodes"][nid]["workflow"],
+                spec.subworkflow.workflow):
+            return False
+    return True
+
+
+def _without_fields(description: Mapping[str, Any]) -> dict[str, Any]:
+    """The description without any level's ``fields`` (nested workflows included)."""
+    out = {k: v for k, v in description.items() if k != "fields"}
+    out["nodes"] = {nid: {**node, "workflow": _without_fields(node["workflow"])}
+                    if "workflow" in node else node
+                    for nid, node in description.get("nodes", {}).items()}
+    return out
 
 
 def _only(name: str, in_old: bool) -> str:

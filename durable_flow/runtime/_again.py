@@ -1,8 +1,9 @@
 """Taking a run again in process when an answer queued it at its waiting commit.
 
-With ``waits="branch"``, an answer for a parked task may be recorded while the
-run executes other branches. When it lands between the barrier's last look at
-the answers and its ``waiting`` commit, the store leaves the run ``queued``
+With ``waits="branch"`` (at the top level or in a sub-workflow), an answer for
+a parked task may be recorded while the run executes other branches. When it
+lands between the engine's last look at the answers and its ``waiting`` commit,
+the store leaves the run ``queued``
 (``_machine.after_waiting_commit``): right for workers, which take queued runs.
 A caller of ``run``, ``resume`` or ``fork`` (and their stream forms) asked
 this runtime to execute the run, so it claims the run again and goes on from
@@ -26,11 +27,10 @@ __all__ = ["going_on"]
 
 async def going_on(rt: Runtime, workflow: Workflow, execution: AsyncIterator[Event],
                    events: bool) -> AsyncIterator[Event]:
-    """``execution``'s events; a ``queued`` end of a parking run is continued in process."""
+    """``execution``'s events; a ``queued`` end (an answer came meanwhile) is continued."""
     final: Event | None = None
     async for event in execution:
-        if event.result is not None and event.result.status is RunStatus.QUEUED \
-                and workflow.waits == "branch":
+        if event.result is not None and event.result.status is RunStatus.QUEUED:
             final = event  # the execution's last event: held back while it is taken again
             continue
         yield event

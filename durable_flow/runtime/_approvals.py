@@ -2,7 +2,9 @@
 
 ``Runtime.respond``/``resume`` turn their ``by`` into an
 :class:`~durable_flow.store._approval_rows.Answerer` the store checks and
-records in the answer's transaction; ``Runtime.decisions`` reads the chain.
+records in the answer's transaction; ``Runtime.decisions`` reads the chain
+and ``Runtime.verify_audit`` checks it (``_audit.py``, whose ``check_backed``
+runs before every resume).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from typing import get_args
 
 from ..errors import InvalidInputError, RunNotFoundError, UnknownRequestError
 from ..model._approvals import Principal, principal_of
+from ..model._audit import AuditReport, audit_key
 from ..model._decisions import Decision, DecisionVia
 from ..model._records import PendingRequest
 from ..store._approval_rows import Answerer, check_permitted
 from ..store._protocols import CheckpointStore
+from ._audit import audit_report, check_backed
 from ._inspect import to_pending
 
-__all__ = ["RuntimeApprovals", "answerer", "decisions", "reassign"]
+__all__ = ["RuntimeApprovals", "answerer", "check_backed", "decisions", "reassign"]
 
 _VIAS = get_args(DecisionVia)
 
@@ -53,13 +57,26 @@ async def reassign(store: CheckpointStore, run_id: str, request_id: str, assigne
 
 
 class RuntimeApprovals:
-    """``Runtime``'s approvals methods: decisions, reassignment, signed links."""
+    """``Runtime``'s approvals methods: decisions and their audit, reassignment, signed links."""
 
     store: CheckpointStore
 
     async def decisions(self, run_id: str) -> list[Decision]:
         """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
         return await decisions(self.store, run_id)
+
+    async def verify_audit(self, run_id: str, *, secret: str | None = None) -> AuditReport:
+        """Check the run's audit trail: the chain, its anchor in the run row, its answers.
+
+        Digests are checked under ``secret`` (default ``DURABLE_FLOW_SECRET``).
+        The report says whether the chain is keyed (an HMAC under the secret;
+        unkeyed, plain sha256, proves only that nothing changed by accident)
+        and names every problem: a record edited or re-chained, a decision
+        missing (the newest ones, or all, deleted), an answer stored on a
+        request that is not its decision's. ``RunNotFoundError`` for an
+        unknown run.
+        """
+        return await audit_report(self.store, run_id, key=audit_key(secret))
 
     async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
                        roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
@@ -90,7 +107,7 @@ class RuntimeApprovals:
             user = await self.store.get_user(who.id)
             who = Principal(who.id, user.roles) if user is not None else who
         check_permitted(run_id, row, Answerer(who))
-        from ._links import LinkSigner  # itsdangerous, only for links
+        from .people._links import LinkSigner  # itsdangerous, only for links
 
         signer = LinkSigner(secret) if secret is not None else LinkSigner.from_env()
         return signer.url(base_url, run_id, request_id, who.id, expires_in)

@@ -15,6 +15,7 @@ from ..engine._state import ThreadState
 from ..model._graph import Workflow
 from ..model._records import RunResult, RunStatus
 from ..store._protocols import Lease, RunRecord, RunUpdate
+from ._audit import check_backed
 from ._inputs import last_result
 from ._versions import check_graph
 
@@ -31,9 +32,10 @@ async def prepare_claimed(rt: Runtime, workflow: Workflow, record: RunRecord) ->
     """Check that ``workflow`` can start a claimed run; read what its first superstep uses.
 
     Raises what keeps the run from starting (``WorkflowMismatchError``,
-    ``CheckpointCorruptedError``, ...) having run nothing.
+    ``CheckpointCorruptedError``, ``AuditError``, ...) having run nothing.
     """
     await check_graph(rt.store, workflow, record)
+    await check_backed(rt.store, record.run_id)  # AuditError: a failed start, nothing ran
     return await rt._prepared(workflow, record)
 
 

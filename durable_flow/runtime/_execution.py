@@ -18,15 +18,17 @@ from typing import Any
 from .._logs import get_logger, is_configured
 from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
 from ..engine._ownership import LOCAL_EXPIRY, HandBack, LeaseClock
+from ..engine._uses import Gate
 from ..errors import LeaseLostError, RunNotFoundError
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import Event, EventKind, RunResult, RunStatus
+from ..store._approval_rows import DecisionDraft
 from ..store._protocols import CheckpointStore, Lease
 from ._inspect import asks, to_pending
 from ._lease import keep_lease
-from ._observe import RunObserver
 from ._signals import signals_for
+from .observability._observer import RunObserver
 
 __all__ = ["Body", "Executor", "final_event"]
 
@@ -37,6 +39,7 @@ Body = Callable[[RunContext], Awaitable[ThreadOutcome]]
 _FINAL_KIND: dict[RunStatus, EventKind] = {
     RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
     RunStatus.FAILED: "run_failed", RunStatus.CANCELLED: "run_cancelled",
+    RunStatus.PAUSED: "run_paused",
 }
 
 
@@ -59,9 +62,12 @@ class Executor:
         self.requeue_on_abort = requeue_on_abort
         self.active: dict[str, asyncio.Task[Any]] = {}
         self.contexts: dict[str, RunContext] = {}
-        self.cancelling: set[str] = set()
+        # runs being cancelled here, with the decision that records it (None: none)
+        self.cancelling: dict[str, DecisionDraft | None] = {}
         # set by hand_back(): executions start no new superstep and give their runs back
         self.stopping = False
+        # a worker's grants of named limits, for nodes with ``uses=``
+        self.limits: Gate | None = None
 
     def hand_back(self) -> None:
         """Ask every execution to stop after its superstep in flight and give its run back.
@@ -78,18 +84,21 @@ class Executor:
         task = self.active.get(run_id)
         return task is not None and not task.done()
 
-    async def cancel(self, run_id: str) -> bool:
-        """Cancel the run's execution in this runtime and wait for it; False if there is none."""
+    async def cancel(self, run_id: str, decision: DecisionDraft | None = None) -> bool:
+        """Cancel the run's execution in this runtime and wait for it; False if there is none.
+
+        ``decision`` is recorded with the cancellation.
+        """
         task = self.active.get(run_id)
         if task is None or task.done():
             return False
-        self.cancelling.add(run_id)
+        self.cancelling[run_id] = decision
         try:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
         finally:
-            self.cancelling.discard(run_id)
+            self.cancelling.pop(run_id, None)
         return True
 
     async def execute(self, workflow: Workflow, lease: Lease, body: Body,
@@ -108,6 +117,7 @@ class Executor:
         rc = RunContext(self.store, lease, workflow.name,
                         observer.emit if observer.listening else None, clock=clock)
         rc.stopping = self.stopping
+        rc.limits = self.limits
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
         self.contexts[lease.run_id] = rc
@@ -139,7 +149,7 @@ class Executor:
                 # stop like a crash, but free the lease so the run resumes at once
                 await self._release(rc.lease)
                 raise
-            await self.store.cancel_run(rc.run_id)
+            await self.store.cancel_run(rc.run_id, self.cancelling[rc.run_id])
             return final_event(rc.run_id, await self.result(workflow, rc.run_id))
         except HandBack:
             await self._release(rc.lease, requeue=True)

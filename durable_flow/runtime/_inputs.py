@@ -28,7 +28,7 @@ def check_workflow(workflow: object) -> None:
 
 
 #: the statuses ``Runtime.wait`` returns on
-SETTLED = frozenset({RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.FAILED,
+SETTLED = frozenset({RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.PAUSED,
                       RunStatus.CANCELLED})
 
 

@@ -7,6 +7,8 @@ requests (``engine/_state.py``) is imported by the views that decode.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -116,18 +118,22 @@ class Inspector:
             head_checkpoint_id=record.head_checkpoint_id, error=record.error,
             forked_from=record.forked_from, workflow_ref=record.workflow_ref,
             workflow_version=record.workflow_version, wake_at=record.wake_at,
-            priority=record.priority, usage=record.usage, budget=record.budget)
+            priority=record.priority, usage=record.usage, budget=record.budget,
+            started_by=record.started_by,
+            pause_reason=record.pause_reason if record.status is RunStatus.PAUSED else None,
+            labels=dict(record.labels))
 
-    async def runs(self, status: RunStatus | str | None, workflow: str | None) -> list[RunInfo]:
+    async def runs(self, status: RunStatus | str | None, workflow: str | None,
+                   labels: Mapping[str, str] | None = None, since: datetime | None = None,
+                   until: datetime | None = None, limit: int | None = None) -> list[RunInfo]:
         """Runs, newest first."""
-        try:
-            st = RunStatus(status) if status is not None else None
-        except ValueError:
-            known = ", ".join(s.value for s in RunStatus)
-            raise InvalidInputError(f"unknown run status {status!r} (one of: {known})") from None
-        if workflow is not None and not isinstance(workflow, str):
-            raise InvalidInputError(f"workflow_name must be a string, got {workflow!r}")
-        return [self.info(r) for r in await self.store.list_runs(status=st, workflow_name=workflow)]
+        from ._fleet import check_labels, run_filters
+
+        st = run_filters(status, workflow, since, until, limit)
+        found = await self.store.list_runs(status=st, workflow_name=workflow,
+                                           labels=check_labels(labels) or None, since=since,
+                                           until=until, limit=limit)
+        return [self.info(r) for r in found]
 
     async def history(self, run_id: str, namespace: str, limit: int | None = None,
                       before: str | None = None) -> list[CheckpointInfo]:
@@ -233,6 +239,12 @@ async def settled(store: CheckpointStore, inspect: Inspector, run_id: str,
         delay = min(delay * 1.5, 0.5)
 
 
+def _event_name(row: RequestRow) -> str:
+    """The name of the event an event wait waits for (stored as its payload)."""
+    name = decode(row.payload)
+    return name if isinstance(name, str) else str(name)
+
+
 async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
                        prefix: str) -> tuple[tuple[ParkedTask, ...], list[RequestRow]]:
     """``Snapshot.parked`` of a checkpoint, and the open waits of its plain parked tasks.
@@ -251,9 +263,9 @@ async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
     out: list[ParkedTask] = []
     plain: list[RequestRow] = []
     for p in meta.parked:
-        qual = f"{meta.namespace}.{p.task}" if meta.namespace else p.task
         inside = f"{prefix}{p.task}@{p.superstep}/"
-        mine = [r for r in rows if r.checkpoint_id == p.anchor and r.node == qual]
+        quals = {f"{meta.namespace}.{n}" if meta.namespace else n for n in p.names}
+        mine = [r for r in rows if r.checkpoint_id == p.anchor and r.node in quals]
         plain += [r for r in mine if r.answer is None]
         mine += [r for r in rows if r.id.startswith(inside)]
         kinds = {r.kind for r in mine}
@@ -262,5 +274,6 @@ async def parked_tasks(store: CheckpointStore, meta: CheckpointMeta,
         due = [r.expires_at for r in mine if r.expires_at is not None]
         out.append(ParkedTask(node=p.task, kind=kind,
                               waits_for=tuple(r.id for r in mine),
-                              since_superstep=p.superstep, wake_at=min(due, default=None)))
+                              since_superstep=p.superstep, wake_at=min(due, default=None),
+                              events=tuple(_event_name(r) for r in mine if r.kind == "event")))
     return tuple(out), plain

@@ -111,6 +111,8 @@ async def _renew(store: CheckpointStore, rc: RunContext, ttl: float) -> None:
     outcome: tuple[float, Lease] = await retrying(attempt)
     sent, lease = outcome
     rc.lease = lease
+    if lease.paused:  # paused meanwhile: finish the superstep in flight, then give it back
+        rc.stopping = True
     if rc.clock is not None:
         rc.clock.renewed(sent)
     if is_configured():

@@ -73,7 +73,8 @@ async def check_responses(
             # not a question to a person, or its deadline passed (and it does not
             # escalate, which its first people may answer until it did): no answer is taken
             raise UnknownRequestError(record.run_id, rid)
-        data, plain = _plain(rid, answer)
+        answer, recorded = _completed(row, answer)
+        data, plain = _plain(rid, recorded)
         if row.answer is not None:
             if _stored(row, lambda r: orjson.loads(as_bytes(r.answer)), "answer") == plain:
                 repeated.append(rid)
@@ -114,6 +115,21 @@ def _event_name(row: RequestRow) -> Any:
         return orjson.loads(as_bytes(row.payload))
     except orjson.JSONDecodeError:
         return None  # a damaged wait; delivering to it fails its run, as before
+
+
+def _completed(row: RequestRow, answer: Any) -> tuple[Any, Any]:
+    """The answer to check, and the one to record (a tool approval's with what runs)."""
+    if b"tool_approval" not in as_bytes(row.payload):
+        return answer, answer
+    from ..model._effects import complete_decision
+
+    payload = _stored(row, lambda r: orjson.loads(as_bytes(r.payload)), "payload")
+    if not isinstance(payload, dict) or payload.get("kind") != "tool_approval":
+        return answer, answer
+    given = to_jsonable_python(answer)
+    if isinstance(given, dict):
+        given.pop("arguments_digest", None)  # the runtime's to fill in, never the answerer's
+    return given, complete_decision(payload, given)
 
 
 def _stored(row: RequestRow, read: Callable[[RequestRow], Any], what: str) -> Any:

@@ -9,6 +9,7 @@ second execution of the same run can neither start nor write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -48,9 +49,12 @@ from ..model._routing import Routed
 from ..store._approval_rows import Answerer
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
 from ._again import going_on
-from ._approvals import RuntimeApprovals, answerer
+from ._approvals import RuntimeApprovals, answerer, check_backed
+from ._doors import RuntimeDoors, check_answerer, fork_decision, started_by, update_decision
 from ._events import asleep, send_event
 from ._execution import Executor, final_event
+from ._fleet import RuntimeFleet
+from ._holders import dead_holder
 from ._inputs import (
     check_mapping,
     check_prune_args,
@@ -63,6 +67,7 @@ from ._inputs import (
 )
 from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses, only_repeats, parked_repeats
+from ._schedules import RuntimeSchedules
 from ._signals import signals_for
 from ._starting import check_budget_arg, create_run
 from ._streams import StreamEntry, follow_stream, read_stream
@@ -72,7 +77,11 @@ from ._versions import GraphBook, check_graph
 __all__ = ["Runtime"]
 
 
-class Runtime(RuntimeApprovals):
+#: How long ``respond`` waits for an execution that holds the run (seconds).
+RESPOND_LOCK_WAIT = 10.0
+
+
+class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
     """Runs workflows durably on a checkpoint store.
 
     Use as ``async with Runtime(store) as rt``. ``lease_ttl`` is how long a
@@ -106,7 +115,9 @@ class Runtime(RuntimeApprovals):
     # starting and continuing --------------------------------------------------
     async def run(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                   *, run_id: str | None = None, max_supersteps: int | None = None,
-                  workflow_ref: str | None = None, budget: Budget | None = None) -> RunResult:
+                  workflow_ref: str | None = None, budget: Budget | None = None,
+                  by: Principal | str | None = None,
+                  labels: Mapping[str, str] | None = None) -> RunResult:
         """Start a run and execute it until it completes, waits or fails.
 
         Idempotent on ``run_id``: the same id with the same input returns the
@@ -114,23 +125,27 @@ class Runtime(RuntimeApprovals):
         lease expired; ``RunLockedError`` while another runtime holds it); the
         same id with another input raises ``InvalidInputError``. ``budget``
         (default: the workflow's) caps what its model calls may use before a
-        person is asked (see ``Budget``).
+        person is asked (see ``Budget``). ``by`` (a ``Principal`` or id): ``RunInfo.started_by``;
+        ``labels``: see ``RunInfo.labels``.
         """
         return await last_result(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                             budget, events=False))
+                                             budget, events=False, by=by, labels=labels))
 
     async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                      *, run_id: str | None = None, max_supersteps: int | None = None,
-                     workflow_ref: str | None = None,
-                     budget: Budget | None = None) -> AsyncIterator[Event]:
+                     workflow_ref: str | None = None, budget: Budget | None = None,
+                     by: Principal | str | None = None,
+                     labels: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
         """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
         async for event in self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                       budget, events=True):
+                                       budget, events=True, by=by, labels=labels):
             yield event
 
     async def _start(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None,
                      run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
-                     budget: Budget | None, *, events: bool) -> AsyncIterator[Event]:
+                     budget: Budget | None, *, events: bool,
+                     by: Principal | str | None = None,
+                     labels: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_start_args(run_id, max_supersteps)
         check_budget_arg(budget)
@@ -142,7 +157,7 @@ class Runtime(RuntimeApprovals):
         lease = self._new_lease(run_id)
         created = await self._create(workflow, lease, values, entry, digest, limit=limit,
                                      workflow_ref=workflow_ref, status=RunStatus.RUNNING,
-                                     budget=budget)
+                                     budget=budget, started_by=started_by(by), labels=labels)
         if isinstance(created, ThreadState):
             async for event in self._begin(workflow, lease, created, events, limit,
                                            sent_at=sent, new=True):
@@ -238,10 +253,11 @@ class Runtime(RuntimeApprovals):
                         who: Answerer | None = None) -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_mapping("responses", responses)
-        record = await self._require(run_id)
+        record = await self._unpaused(await self._require(run_id), who)
         migrating = migrate and record.workflow_version != workflow.version
         await check_graph(self.store, workflow, record, allow_mismatch=allow_mismatch,
                           migrate=migrating)
+        await check_answerer(self.store, run_id, responses, who)
         if record.status.is_final and not await only_repeats(self.store, record, responses):
             raise RunNotResumableError(run_id, record.status.value)
         answers, _repeated = await check_responses(self.store, record, responses or {})
@@ -257,8 +273,9 @@ class Runtime(RuntimeApprovals):
         state, preloaded, plan = await self._to_continue(workflow, record, migrating)
         sent = time.monotonic()  # the lease's local deadline counts from here
         try:
-            lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl, answers=answers,
-                                                 expect_head=head, answerer=who))
+            lease = await self.store.claim(Claim(
+                run_id, self.owner, self.lease_ttl, answers=answers, expect_head=head,
+                answerer=who, dead_holder=dead_holder(self.store, record, utcnow())))
         except (RunNotResumableError, RunLockedError):
             # another execution moved the run on since it was read: answers it
             # has already recorded are a no-op; anything else is refused
@@ -285,27 +302,32 @@ class Runtime(RuntimeApprovals):
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
                    update: Mapping[str, Any] | None = None, allow_mismatch: bool = False,
-                   new_run_id: str | None = None) -> RunResult:
+                   new_run_id: str | None = None, by: Principal | str | None = None,
+                   via: str = "api") -> RunResult:
         """Start a new run from a checkpoint of ``run_id`` (``update`` applied first).
 
         The new run (id ``new_run_id``, default a new uuid7), its copied
         checkpoints and its lease are created in one transaction; a fork that
-        fails before that writes nothing.
+        fails before that writes nothing. It keeps the source's budget; ``by``
+        is its ``started_by`` and its first decision's (a ``"fork"``, see ``_doors``).
         """
         return await last_result(self._fork(workflow, run_id, checkpoint_id, update,
-                                            allow_mismatch, new_run_id, events=False))
+                                            allow_mismatch, new_run_id, events=False,
+                                            by=by, via=via))
 
     async def stream_fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
                           update: Mapping[str, Any] | None = None, allow_mismatch: bool = False,
-                          new_run_id: str | None = None) -> AsyncIterator[Event]:
+                          new_run_id: str | None = None, by: Principal | str | None = None,
+                          via: str = "api") -> AsyncIterator[Event]:
         """Like :meth:`fork`, yielding events; the last one carries the ``RunResult``."""
         async for event in self._fork(workflow, run_id, checkpoint_id, update, allow_mismatch,
-                                      new_run_id, events=True):
+                                      new_run_id, events=True, by=by, via=via):
             yield event
 
     async def _fork(self, workflow: Workflow, run_id: str, checkpoint_id: str,
                     update: Mapping[str, Any] | None, allow_mismatch: bool,
-                    fork_id: str | None, *, events: bool) -> AsyncIterator[Event]:
+                    fork_id: str | None, *, events: bool, by: Principal | str | None = None,
+                    via: str = "api") -> AsyncIterator[Event]:
         check_workflow(workflow)
         check_mapping("update", update)
         check_start_args(fork_id, None)
@@ -313,30 +335,34 @@ class Runtime(RuntimeApprovals):
             raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
         source = await self._require(run_id)
         await check_graph(self.store, workflow, source, allow_mismatch=allow_mismatch)
+        decision = await fork_decision(self.store, source, checkpoint_id, update, by, via)
         sent = time.monotonic()  # the lease's local deadline counts from here
         lease = self._new_lease(fork_id or new_run_id())
         rc = RunContext(self.store, lease, workflow.name, None)
-        state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {})
+        state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {},
+                                   started_by=decision.by, decisions=[decision])
         async for event in self._begin(workflow, lease, state, events, source.max_supersteps,
                                        sent_at=sent, forked_from=checkpoint_id):
             yield event
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
-                           as_node: str | None = None) -> str:
+                           as_node: str | None = None, by: Principal | str | None = None,
+                           via: str = "api") -> str:
         """Write a new head checkpoint through the reducers, as if ``as_node`` wrote it.
 
         With ``as_node`` the next tasks are routed as if that node had just
         run; without it the head's next tasks stay. Returns the new
         checkpoint's id; the run is then ``waiting`` (continue it with
-        ``resume``) or ``completed`` when nothing is left to run. A failed
-        run's error is cleared. Pending requests of the old head are dropped
-        (the waiting nodes ask again on the new state). The update is checked
-        before anything is written: a bad value raises and changes nothing.
-        Refused with ``InvalidInputError`` while the head holds recorded work
-        that a new head would lose (finished sibling tasks, ``ctx.step``
-        results, given answers, an in-flight sub-workflow): answer or finish
-        it first, or ``fork`` with ``update=``. Completed and cancelled runs
-        raise ``RunNotResumableError``.
+        ``resume``) or ``completed`` when nothing is left to run or parked. A
+        failed run's error is cleared. Open requests stay open in either waits
+        mode (with ``as_node`` the routed tasks are new and ask afresh; parked
+        tasks' requests stay). A bad value raises and changes nothing.
+        ``InvalidInputError`` while the head holds work a new head would lose
+        (finished sibling tasks, ``ctx.step`` results, given answers, an
+        in-flight sub-workflow, a parked task whose answer came): resume it
+        first, or ``fork`` with ``update=``. Completed and cancelled runs
+        raise ``RunNotResumableError``. Recorded as an ``"update"`` decision
+        ``by`` (the fields, ``as_node`` and the digest of ``values``).
         """
         check_workflow(workflow)
         if not isinstance(values, Mapping):
@@ -344,16 +370,17 @@ class Runtime(RuntimeApprovals):
         record = await self._resumable(workflow, run_id, False)
         if as_node is not None and as_node not in workflow.nodes:
             raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
-        await check_no_recorded_work(self.store, record)
+        await check_no_recorded_work(self.store, record, workflow)
         self._check_not_active(run_id)
         head = record.head_checkpoint_id or ""
         reader = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
         plan = await plan_update(reader, workflow, head, values, as_node)
-        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl,
-                                             expect_head=head))
+        decision = update_decision(values, as_node, by, via)
+        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl, expect_head=head,
+                                             dead_holder=dead_holder(self.store, record, utcnow())))
         rc = RunContext(self.store, lease, workflow.name, None)
         try:
-            return await commit_update(rc, workflow, plan)
+            return await commit_update(rc, workflow, plan, [decision])
         finally:
             await self.store.release_lease(rc.lease)
 
@@ -369,6 +396,7 @@ class Runtime(RuntimeApprovals):
     async def _to_continue(self, workflow: Workflow, record: RunRecord, migrating: bool
                            ) -> tuple[ThreadState, dict[str, ThreadState], MigrationPlan | None]:
         """The state to continue from: the head, or the migrated head (checked, not written)."""
+        await check_backed(self.store, record.run_id)  # AuditError: answers not their decisions
         if not migrating:
             return (*await self._prepared(workflow, record), None)
         reader = RunContext(self.store, Lease(record.run_id, "", 0, utcnow()), workflow.name,
@@ -414,13 +442,14 @@ class Runtime(RuntimeApprovals):
     async def submit(self, workflow: Workflow,
                      input: Mapping[str, Any] | Blackboard | None = None, *,
                      run_id: str | None = None, priority: int = 0,
-                     budget: Budget | None = None) -> RunInfo:
+                     budget: Budget | None = None, by: Principal | str | None = None,
+                     labels: Mapping[str, str] | None = None) -> RunInfo:
         """Save the run's input checkpoint and queue it for a ``Worker``; returns at once.
 
         Idempotent on ``run_id`` like :meth:`run`: the same id with the same
         input returns the run as it stands; another input raises
         ``InvalidInputError``. Higher ``priority`` runs are claimed first.
-        ``budget`` as in :meth:`run`.
+        ``budget``, ``by`` (``RunInfo.started_by``) and ``labels`` as in :meth:`run`.
         """
         check_workflow(workflow)
         check_start_args(run_id, None)
@@ -432,7 +461,8 @@ class Runtime(RuntimeApprovals):
         digest = input_digest(values)
         created = await self._create(workflow, lease, values, entry, digest,
                                      limit=workflow.max_supersteps, workflow_ref=None,
-                                     status=RunStatus.QUEUED, priority=priority, budget=budget)
+                                     status=RunStatus.QUEUED, priority=priority, budget=budget,
+                                     started_by=started_by(by), labels=labels)
         if isinstance(created, RunRecord):
             await self._check_same_start(workflow, created, digest)
         else:
@@ -447,24 +477,40 @@ class Runtime(RuntimeApprovals):
         Answers are checked exactly as :meth:`resume` checks them (against the
         stored JSON Schema). Once no request of the run is left open, the run
         becomes ``queued``, so a worker continues it (or a later ``resume``).
-        Re-sending recorded answers is a no-op; ``RunLockedError`` while an
-        execution holds the run. ``by`` (a ``Principal`` or id) answers; an assigned request
-        refuses others (``NotAuthorizedError``). Each answer is a decision (:meth:`decisions`).
+        Re-sending recorded answers is a no-op. While an execution holds the run
+        (a worker escalating it, or waking it at a deadline), the answer waits for it up to
+        ``RESPOND_LOCK_WAIT`` seconds, then raises ``RunLockedError``. ``by`` (a
+        ``Principal`` or id) answers; an assigned request refuses others
+        (``NotAuthorizedError``). Each answer is a decision (:meth:`decisions`).
         """
         who = answerer(by, via, comment)
         check_mapping("responses", responses)
         if not responses:
             raise InvalidInputError("responses must answer at least one request")
         record = await self._require(run_id)
+        await check_answerer(self.store, run_id, responses, who)
         if record.status.is_final and await only_repeats(self.store, record, responses):
             return self._inspect.info(record)
         answers, repeated = await check_responses(self.store, record, responses)
         if not answers and await parked_repeats(self.store, record, repeated):
             return self._inspect.info(record)  # taken already by the running executor
-        updated = await self.store.respond(run_id, answers, who)
+        updated = await self._respond_when_free(run_id, answers, who)
         if updated.status is RunStatus.QUEUED:
             signals_for(self.store).wake()
         return self._inspect.info(updated)
+
+    async def _respond_when_free(self, run_id: str, answers: Mapping[str, bytes],
+                                 who: Answerer | None) -> RunRecord:
+        """``store.respond``, sent again while another execution holds the run for a moment."""
+        give_up, pause = time.monotonic() + RESPOND_LOCK_WAIT, 0.02
+        while True:
+            try:
+                return await self.store.respond(run_id, answers, who)
+            except RunLockedError:
+                if time.monotonic() + pause > give_up:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     async def send_event(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send the event ``name`` to a run: for systems rather than people (a webhook, ...).
@@ -518,11 +564,6 @@ class Runtime(RuntimeApprovals):
         """The run's stream log from ``after`` on, live, until the run stops running."""
         return follow_stream(self.store, run_id, after, poll=poll)
 
-    async def list_runs(self, *, status: RunStatus | str | None = None,
-                        workflow_name: str | None = None) -> list[RunInfo]:
-        """Runs, newest first, filtered by status and workflow name."""
-        return await self._inspect.runs(status, workflow_name)
-
     async def pending_requests(self, *, workflow_name: str | None = None) -> list[PendingRequest]:
         """Every open request a person may answer now, across runs and nesting levels, oldest first.
 
@@ -535,21 +576,6 @@ class Runtime(RuntimeApprovals):
         schemas: dict[bytes, Any] = {}  # otherwise (or a damaged row, to name it) the usual way
         return [to_pending(r, schemas) for r in await self.store.pending_requests(
             workflow_name=workflow_name)]
-
-    async def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a run; its last checkpoint stays as it was.
-
-        A waiting (or crashed) run is cancelled at once. A run executing in
-        this runtime has its tasks cancelled. A run executing in another
-        process is fenced: its lease epoch moves on, so that process's next
-        write fails and it stops with ``run_cancelled``.
-        """
-        record = await self._require(run_id)
-        if record.status.is_final:
-            raise RunNotResumableError(run_id, record.status.value, "cancelled")
-        if not await self._exec.cancel(run_id):
-            await self.store.cancel_run(run_id)
-        return self._inspect.info(await self._require(run_id))
 
     async def recover(self, workflow: Workflow) -> list[RunResult]:
         """Resume this workflow's ``running`` runs whose lease has expired.

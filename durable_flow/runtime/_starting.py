@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..engine._loop import RunContext, ThreadRunner
@@ -28,14 +29,20 @@ def check_budget_arg(budget: Any) -> Budget | None:
 async def create_run(store: CheckpointStore, graphs: GraphBook, workflow: Workflow, lease: Lease,
                      values: dict[str, Any], entry: Routed, digest: str, *, limit: int,
                      workflow_ref: str | None, status: RunStatus, priority: int = 0,
-                     budget: Budget | None = None) -> ThreadState | None:
+                     budget: Budget | None = None,
+                     started_by: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> ThreadState | None:
     """Create a run with its input checkpoint in one transaction.
 
     ``status`` is ``running`` (the caller executes it, under ``lease``) or
     ``queued`` (for a worker); a run with nothing to run is created
-    ``completed``. ``budget`` (else the workflow's) is stored with the run.
+    ``completed``. ``budget`` (else the workflow's) is stored with the run, and
+    so are ``started_by``, ``labels`` and the workflow's ``operators``/``viewers``.
     Returns the new head state, or None when the id is taken.
     """
+    from ._fleet import check_labels
+
+    tags = check_labels(labels)  # checked before anything is written
     runner = ThreadRunner(RunContext(store, lease, workflow.name, None), workflow)
     write, state = runner.first_checkpoint(values, entry)
     done = not state.meta.next_tasks
@@ -46,7 +53,8 @@ async def create_run(store: CheckpointStore, graphs: GraphBook, workflow: Workfl
         head_checkpoint_id=write.meta.id, signature=workflow.signature,
         max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest,
         workflow_version=workflow.version, priority=priority,
-        budget=budget if budget is not None else workflow.budget)
+        budget=budget if budget is not None else workflow.budget, started_by=started_by,
+        operators=workflow.operators, viewers=workflow.viewers, labels=tags)
     held = lease if new.status is RunStatus.RUNNING else None
     await graphs.keep(workflow)  # so a changed graph can be told apart later
     try:

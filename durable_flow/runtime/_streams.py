@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..errors import RunNotFoundError
+from ..model._clock import utcnow
 from ..model._records import RunStatus, StreamEntry
 from ..model._serde import decode
 
-__all__ = ["StreamEntry", "follow_stream", "read_stream"]  # the record, for Runtime
+__all__ = ["StreamEntry", "executing", "follow_stream", "read_stream"]  # the record, for Runtime
 
 _PAGE = 1000
 _LIVE = frozenset({RunStatus.RUNNING, RunStatus.QUEUED})
@@ -76,7 +77,11 @@ async def read_stream(store: Any, run_id: str, after: int = 0) -> list[StreamEnt
 
 async def follow_stream(store: Any, run_id: str, after: int = 0, *,
                         poll: float = 0.2) -> AsyncIterator[StreamEntry]:
-    """Entries after ``after`` as they are stored, until the run is no longer running."""
+    """Entries after ``after`` as they are stored, until the run is no longer running.
+
+    A ``running`` run whose lease expired is executed by nobody (its process
+    died): nothing more comes until someone resumes it, so the stream ends.
+    """
     while True:
         record = await store.get_run(run_id)
         if record is None:
@@ -86,8 +91,15 @@ async def follow_stream(store: Any, run_id: str, after: int = 0, *,
             yield entry
         if page:
             after = page[-1].seq
-        if len(page) < _PAGE and record.status not in _LIVE:
+        if len(page) < _PAGE and not executing(record):
             # the status was read before the page: nothing it stored can come after
             return
         if not page:
             await asyncio.sleep(poll)
+
+
+def executing(record: Any) -> bool:
+    """Whether a run is queued for, or held by, a live execution (its lease not expired)."""
+    if record.status is RunStatus.RUNNING and record.lease_expires_at is not None:
+        return bool(record.lease_expires_at > utcnow())
+    return record.status in _LIVE

@@ -14,7 +14,7 @@ import orjson
 
 from ..errors import WorkflowMismatchError
 from ..model._graph import Workflow
-from ..model._versions import first_difference
+from ..model._versions import first_difference, only_new_defaults
 from ..store._protocols import CheckpointStore, RunRecord
 
 __all__ = ["GraphBook", "check_graph"]
@@ -42,8 +42,9 @@ async def check_graph(store: CheckpointStore, workflow: Workflow, record: RunRec
     """``WorkflowMismatchError`` unless ``workflow`` may continue ``record``.
 
     Another version needs ``migrate`` (the caller then migrates the run);
-    within one version the graph must be the same. ``allow_mismatch`` skips
-    both checks.
+    within one version the graph must be the same, except for new state
+    fields with defaults (their default applies to the run). ``allow_mismatch``
+    skips both checks.
     """
     if allow_mismatch:
         return
@@ -54,17 +55,21 @@ async def check_graph(store: CheckpointStore, workflow: Workflow, record: RunRec
                                     run_version=record.workflow_version,
                                     workflow_version=workflow.version,
                                     difference=await _difference(store, record, workflow))
-    if record.signature != workflow.signature:
+    if record.signature != workflow.signature and not await _compatible(store, record, workflow):
         raise WorkflowMismatchError(record.run_id, record.signature, workflow.signature,
                                     run_version=record.workflow_version,
                                     workflow_version=workflow.version,
                                     difference=await _difference(store, record, workflow))
 
 
-async def _difference(store: CheckpointStore, record: RunRecord, workflow: Workflow) -> str | None:
-    """The first node or edge the run's graph and ``workflow`` differ in, when the graph is kept."""
-    if record.signature == workflow.signature:
-        return None
+async def _compatible(store: CheckpointStore, record: RunRecord, workflow: Workflow) -> bool:
+    """Whether the run's kept graph differs from ``workflow`` only by new defaulted fields."""
+    old = await _kept(store, record)
+    return old is not None and only_new_defaults(old, workflow)
+
+
+async def _kept(store: CheckpointStore, record: RunRecord) -> dict[str, Any] | None:
+    """The description of the run's graph, when the store kept it readable."""
     kept = await store.get_graph(record.signature)
     if kept is None:
         return None
@@ -72,4 +77,12 @@ async def _difference(store: CheckpointStore, record: RunRecord, workflow: Workf
         old: Any = orjson.loads(kept)
     except orjson.JSONDecodeError:
         return None
-    return first_difference(old, workflow.describe()) if isinstance(old, dict) else None
+    return old if isinstance(old, dict) else None
+
+
+async def _difference(store: CheckpointStore, record: RunRecord, workflow: Workflow) -> str | None:
+    """The first node or edge the run's graph and ``workflow`` differ in, when the graph is kept."""
+    if record.signature == workflow.signature:
+        return None
+    old = await _kept(store, record)
+    return first_difference(old, workflow.describe()) if old is not None else None

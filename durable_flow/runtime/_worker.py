@@ -10,7 +10,9 @@ finish within the grace period, and gives what is left back to the queue.
 
 Between claims a worker sleeps until woken: by ``submit``/``respond`` in its
 own process, by a store that hears other processes (PostgreSQL ``LISTEN``),
-or by its poll interval, the fallback that also finds runs whose holder died.
+at the earliest time the store knows something comes due (a timer, a
+deadline, a backoff, a lease running out, a schedule tick), or by its poll
+interval, the fallback.
 """
 
 from __future__ import annotations
@@ -21,27 +23,33 @@ import math
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential, wait_random
 
 from .._logs import get_logger, is_configured
 from ..errors import CheckpointCorruptedError, InvalidInputError, LeaseLostError, StoreError
+from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._ids import new_id
 from ..model._records import ErrorInfo, RunResult, RunStatus
+from ..store._flow_protocols import WakeTimes
 from ..store._machine import DEFAULT_MAX_START_ATTEMPTS
 from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._claimed import execute_claimed, prepare_claimed
-from ._notify import Notifier
-from ._outbox import outbox_for, stop_outbox
+from ._limits import Limit, LimitGate, check_limits
 from ._runtime import Runtime
+from ._schedules import ScheduleTicker
 from ._signals import Listening, signals_for
+from .notifications._notifiers import Notifier
+from .notifications._outbox import outbox_for, stop_outbox
 
 __all__ = ["Worker"]
 
 _log = get_logger()
+# seconds past a due time that a worker wakes, so the time has come when it claims
+_WAKE_SLACK = 0.005
 
 
 class Worker:
@@ -55,15 +63,19 @@ class Worker:
     without a new version) goes back to the queue with a backoff; after
     ``max_start_attempts`` such starts it is ``failed``. With ``notifiers``
     (``WebhookNotifier``, ``SmtpNotifier``) it also delivers the store's
-    notification outbox while serving (links under ``base_url``).
+    notification outbox while serving (links under ``base_url``). ``limits``
+    names the ``Limit``s that nodes declaring ``uses=`` take grants of; they
+    hold across every worker sharing the store.
     """
 
     def __init__(self, store: CheckpointStore, workflows: Sequence[Workflow], *,
                  concurrency: int = 8, lease_ttl: float = 30.0, poll_interval: float = 1.0,
                  grace_period: float = 10.0, name: str | None = None,
                  max_start_attempts: int = DEFAULT_MAX_START_ATTEMPTS,
-                 notifiers: Sequence[Notifier] = (), base_url: str | None = None) -> None:
+                 notifiers: Sequence[Notifier] = (), base_url: str | None = None,
+                 limits: Mapping[str, Limit] | None = None) -> None:
         _check_workflows(workflows)
+        checked_limits = check_limits(limits, workflows)
         for label, count in (("concurrency", concurrency),
                              ("max_start_attempts", max_start_attempts)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -81,6 +93,11 @@ class Worker:
         self._workflows = {(wf.name, wf.version): wf for wf in workflows}
         self._runtime = Runtime(store, lease_ttl=lease_ttl, owner=self.name)
         self._runtime._exec.requeue_on_abort = True
+        #: the named limits this worker's nodes with ``uses=`` take grants of
+        self.limits = checked_limits
+        if checked_limits:
+            self._runtime._exec.limits = LimitGate(store, checked_limits, owner=self.name,
+                                                   ttl=lease_ttl)
         self._tasks: dict[asyncio.Task[Any], str] = {}
         self._stopping = False
         # set while no claim is in flight: stop() waits for it, so a claim that
@@ -93,6 +110,8 @@ class Worker:
         #: (workflow name, version) of queued runs seen that this worker cannot run
         self.unknown: set[tuple[str, str]] = set()
         self.results: list[RunResult] = []
+        #: starts the runs of due schedule ticks of these workflows
+        self.ticker = ScheduleTicker(self._runtime, workflows, poll_interval=self.poll_interval)
         #: delivers the store's notification outbox while serving (when given notifiers)
         self.outbox = outbox_for(store, notifiers, base_url, poll_interval)
 
@@ -119,8 +138,11 @@ class Worker:
         try:
             if isinstance(self.store, Listening):
                 await self.store.listen(signals.wake)
+            woken = True  # the first look reads everything
             while not self._stopping:
                 seen = signals.wakes  # a wake-up during the claim is not slept through
+                await self.ticker.tick(woken=woken)  # due schedule ticks become queued runs first
+                woken = False
                 free = self.concurrency - len(self._tasks)
                 claimed = await self._claim_or_hand_back(free) if free > 0 else []
                 if self._stopping:
@@ -131,7 +153,7 @@ class Worker:
                     continue  # there may be more: claim again once a slot frees up
                 if not claimed:
                     await self._note_unknown()
-                await signals.wait(self.poll_interval, since=seen)
+                woken = await signals.wait(await self._until_next_wake(), since=seen)
         except asyncio.CancelledError:
             if not self._cut_short:
                 raise
@@ -143,6 +165,24 @@ class Worker:
                 self._stopping = True
                 self._runtime._exec.hand_back()
                 await self._drain(0.0)
+
+    async def _until_next_wake(self) -> float:
+        """Seconds to sleep: until the earliest wake-up the store knows of, at most the poll.
+
+        A timer, a deadline, a backoff, another holder's lease or a schedule
+        tick coming due is claimed when it comes, not at the next poll.
+        """
+        if not isinstance(self.store, WakeTimes):
+            return self.poll_interval
+        try:
+            wake = await self.store.next_wake(self.name)
+        except Exception as exc:  # the poll is the fallback; the claim reports the store
+            _log.debug("worker_next_wake_failed", worker=self.name, error=repr(exc))
+            return self.poll_interval
+        if wake is None:
+            return self.poll_interval
+        # a little after: the claim compares with the database's clock in microseconds
+        return min(self.poll_interval, max(0.0, (wake - utcnow()).total_seconds()) + _WAKE_SLACK)
 
     async def _claim_or_hand_back(self, limit: int) -> list[tuple[RunRecord, Lease, float]]:
         """One claim; what it took is handed back at once if the worker stops meanwhile.

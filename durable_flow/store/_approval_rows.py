@@ -8,6 +8,7 @@ records it; :func:`decision_for` drafts the decision that transaction writes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..errors import NotAuthorizedError
-from ..model._approvals import Principal, permits
+from ..model._approvals import Principal, permits, who_may
 from ..model._decisions import DecisionKind, DecisionVia
 from ..model._serde import decode
 from ._rows import RequestRow
@@ -34,12 +35,25 @@ class Approval:
     escalate_to: tuple[str, ...] = ()
     escalated: bool = False
     window: float | None = None  # the deadline's length in seconds (an escalation gets it again)
+    #: (assignees, roles) it had before each reassignment or escalation: they stay
+    #: participants of the run (``model/_access.py``)
+    before: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     def encode(self) -> bytes:
         """The JSON stored in ``requests.approval``."""
-        return orjson.dumps({"title": self.title, "assignees": list(self.assignees),
-                             "roles": list(self.roles), "escalate_to": list(self.escalate_to),
-                             "escalated": self.escalated, "window": self.window})
+        data: dict[str, Any] = {
+            "title": self.title, "assignees": list(self.assignees), "roles": list(self.roles),
+            "escalate_to": list(self.escalate_to), "escalated": self.escalated,
+            "window": self.window}
+        if self.before:
+            data["before"] = [[list(people), list(roles)] for people, roles in self.before]
+        return orjson.dumps(data)
+
+    def moved_to(self, assignees: tuple[str, ...], roles: tuple[str, ...], **changes: Any
+                 ) -> Approval:
+        """The approval given to others, remembering who had it."""
+        return dataclasses.replace(self, assignees=assignees, roles=roles,
+                                   before=(*self.before, (self.assignees, self.roles)), **changes)
 
     @property
     def escalates(self) -> bool:
@@ -64,7 +78,8 @@ def approval_from(stored: bytes | None) -> Approval:
     data: dict[str, Any] = orjson.loads(stored)
     return Approval(title=data.get("title"), assignees=tuple(data.get("assignees", ())),
                     roles=tuple(data.get("roles", ())), escalate_to=tuple(data.get("escalate_to", ())),
-                    escalated=bool(data.get("escalated", False)), window=data.get("window"))
+                    escalated=bool(data.get("escalated", False)), window=data.get("window"),
+                    before=tuple((tuple(p), tuple(r)) for p, r in data.get("before", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +103,8 @@ def check_permitted(run_id: str, row: RequestRow, answerer: Answerer | None) -> 
     principal = None if answerer is None else answerer.principal
     if not permits(principal, approval.assignees, approval.roles):
         raise NotAuthorizedError(None if principal is None else principal.id, "answer this request",
-                                 run_id=run_id, request_id=row.id)
+                                 run_id=run_id, request_id=row.id,
+                                 allowed=who_may(approval.assignees, approval.roles))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,18 @@ PostgreSQL ``NOTIFY``), whatever path made it so.
      +--> CANCELLED   (final: from any status but a final one)
      '--> FAILED      (a node failed, or too many failed starts; a user may
                        resume it on purpose after fixing the cause)
+
+  QUEUED | RUNNING | WAITING --pause--> PAUSED --unpause--> QUEUED, or WAITING if it still
+                                          ^                  waits (RUNNING while its holder
+  a node failed with on_failure="pause" --'                  still finishes its superstep)
 ```
+
+A paused run is never claimed. Its holder, if one executes it, keeps its
+lease, learns of the pause at its next renewal (or commit), finishes the
+superstep in flight, commits it and frees the lease: the run stays
+``paused``. Answers, events and timers are still recorded while it is paused;
+the transition they would make is applied to ``paused_from``, the status the
+run goes back to on unpause.
 
 Who may execute a run: only the holder of its live lease. A lease is taken by
 ``create_run`` (a new run), ``claim`` (``resume``: never while another lease
@@ -35,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from ..errors import RunLockedError, RunNotResumableError
+from ..errors import InvalidInputError, RunLockedError, RunNotResumableError
 from ..model._records import ErrorInfo, RunStatus
 from ._rows import Claim, Lease, RunRecord
 
@@ -48,15 +59,20 @@ __all__ = [
     "after_claim",
     "after_event",
     "after_release",
+    "after_retry",
     "after_start_failure",
     "after_waiting_commit",
     "check_claimable",
+    "check_pausable",
     "check_respondable",
     "claimable_now",
     "claimed_record",
     "created",
     "failed_start_error",
+    "keeps_paused",
+    "paused_next",
     "start_backoff",
+    "unpaused",
 ]
 
 #: How many failed starts a run is given before it is ``failed``.
@@ -163,7 +179,10 @@ def check_claimable(run: RunRecord, claim: Claim, now: datetime) -> None:
     """Raise why ``run`` cannot be claimed now by ``claim`` (``resume``, ``update_state``)."""
     if run.status.is_final:
         raise RunNotResumableError(run.run_id, run.status.value)
-    _check_no_live_lease(run, now)
+    if run.status is RunStatus.PAUSED:
+        raise InvalidInputError(f"run {run.run_id} is paused: unpause it first")
+    if claim.dead_holder is None or run.lease_owner != claim.dead_holder:
+        _check_no_live_lease(run, now)
     if claim.expect_head is not None and run.head_checkpoint_id != claim.expect_head:
         raise RunLockedError(run.run_id, run.lease_owner or "another runtime", 0.0)
 
@@ -201,3 +220,62 @@ def failed_start_error(error: ErrorInfo, attempts: int) -> ErrorInfo:
     """The ``ErrorInfo`` of a run failed for good after ``attempts`` failed starts."""
     return replace(error, message=f"the run could not be started ({attempts} attempts): "
                                   f"{error.message}")
+
+
+# -- pausing ---------------------------------------------------------------------------
+
+
+def check_pausable(run: RunRecord) -> None:
+    """Raise ``InvalidInputError`` unless ``run`` may be paused (queued, running, waiting, paused).
+
+    A completed, failed or cancelled run cannot be paused.
+    """
+    if run.status.is_final or run.status is RunStatus.FAILED:
+        raise InvalidInputError(
+            f"run {run.run_id} is {run.status.value}: only a queued, running or waiting run "
+            f"can be paused")
+
+
+def keeps_paused(new_status: RunStatus) -> bool:
+    """Whether a commit that would set ``new_status`` leaves a paused run paused.
+
+    A commit of a paused run's holder that leaves it running or waiting keeps
+    it paused (and ``new_status`` becomes its ``paused_from``); one that ends
+    it (completed, failed) ends the pause too.
+    """
+    return new_status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+def paused_next(run: RunRecord, nxt: Next) -> RunStatus | None:
+    """A paused run's new ``paused_from`` after a transition ``nxt`` of its way back.
+
+    ``nxt`` is the transition computed on ``run.paused_from`` (an answer or an
+    event that would queue a waiting run); None when nothing changes. No
+    wake-up: a paused run is not claimable.
+    """
+    if run.status is not RunStatus.PAUSED or nxt.status is run.paused_from:
+        return None
+    return nxt.status
+
+
+def unpaused(run: RunRecord, now: datetime) -> Next:
+    """The status ``unpause`` gives a paused run.
+
+    ``running`` while its holder's lease is live (it finishes its superstep
+    and goes on, or gives the run back queued); ``waiting`` when it was
+    waiting and nothing it waits for came; else ``queued``.
+    """
+    if run.lease_owner is not None and run.lease_expires_at is not None \
+            and run.lease_expires_at > now:
+        return Next(RunStatus.RUNNING)
+    if run.paused_from is RunStatus.WAITING:
+        return Next(RunStatus.WAITING, notify=run.wake_at is not None and run.wake_at <= now)
+    return _to(RunStatus.QUEUED)
+
+
+def after_retry(run: RunRecord) -> Next | None:
+    """A failed run queued again for a worker (``retry``); None when ``run`` is not failed.
+
+    The worker that claims it resumes it from its head: the failed task runs again.
+    """
+    return _to(RunStatus.QUEUED) if run.status is RunStatus.FAILED else None

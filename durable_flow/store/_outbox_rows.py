@@ -28,6 +28,7 @@ __all__ = [
     "DeadlineOutcome",
     "NoticeKind",
     "NotificationRow",
+    "SessionRow",
     "UserRow",
     "at_deadline",
     "notice_for",
@@ -75,6 +76,16 @@ class UserRow:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A web login: the sha256 of its id, its user (None: the admin token), its lifetime."""
+
+    id_hash: str
+    user_name: str | None
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class DeadlineOutcome:
     """What a deadline did to a request: its new row, the decision and notification to write."""
 
@@ -107,7 +118,7 @@ def at_deadline(row: RequestRow, now: datetime) -> DeadlineOutcome:
     approval = approval_of(row)
     if row.kind == "request" and approval.escalates:
         people, roles = split_targets(approval.escalate_to)
-        new = dataclasses.replace(approval, assignees=people, roles=roles, escalated=True)
+        new = approval.moved_to(people, roles, escalated=True)
         window = timedelta(seconds=approval.window or 0.0)
         moved = dataclasses.replace(row, approval=new.encode(), expires_at=now + window)
         answer = {"assignees": list(people), "roles": list(roles)}
@@ -121,7 +132,7 @@ def at_deadline(row: RequestRow, now: datetime) -> DeadlineOutcome:
 def reassigned(row: RequestRow, assignees: tuple[str, ...], roles: tuple[str, ...],
                by: str | None, seq: int, now: datetime) -> DeadlineOutcome:
     """``row`` given to other people by ``by`` (an admin): decision and notification."""
-    new = dataclasses.replace(approval_of(row), assignees=assignees, roles=roles)
+    new = approval_of(row).moved_to(assignees, roles)
     moved = dataclasses.replace(row, approval=new.encode())
     draft = dataclasses.replace(
         _draft(row, "reassign", {"assignees": list(assignees), "roles": list(roles)}, now),

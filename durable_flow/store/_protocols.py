@@ -50,12 +50,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from ..model._audit import AuditAnchor
 from ..model._budget import Budget, RunUsage
 from ..model._decisions import Decision
 from ..model._records import ErrorInfo, RunStatus
-from ._approval_rows import Answerer
+from ._approval_rows import Answerer, DecisionDraft
+from ._fleet_ops import FleetOps
 from ._machine import check_claimable, check_respondable, claimed_record
-from ._outbox_rows import NotificationRow, UserRow
+from ._outbox_rows import NotificationRow, SessionRow, UserRow
 from ._rows import (
     HEAD_MOVED,
     Carry,
@@ -128,9 +130,11 @@ class RunStore(Protocol):
     async def create_run(
         self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
         *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
-        requests: Sequence[RequestRow] = (),
+        requests: Sequence[RequestRow] = (), decisions: Sequence[DecisionDraft] = (),
     ) -> None:
         """Insert a run with its first checkpoint(s) and lease in one transaction.
+
+        ``decisions`` (a fork's ``"fork"`` decision) start the new run's chain in it.
 
         ``run.status`` is stored as given (``completed`` for a run with
         nothing to run, then ``lease`` is None). ``task_writes``, ``steps``
@@ -146,9 +150,15 @@ class RunStore(Protocol):
         ...
 
     async def list_runs(
-        self, *, status: RunStatus | None = None, workflow_name: str | None = None
+        self, *, status: RunStatus | None = None, workflow_name: str | None = None,
+        labels: Mapping[str, str] | None = None, since: datetime | None = None,
+        until: datetime | None = None, limit: int | None = None,
     ) -> list[RunRecord]:
-        """Runs matching the filters, newest first."""
+        """Runs matching every filter given, newest first, at most ``limit``.
+
+        ``labels``: each key must have that value (``run_labels``, indexed);
+        ``since``/``until``: created at or after / before.
+        """
         ...
 
     async def claim(self, claim: Claim) -> Lease:
@@ -241,8 +251,10 @@ class RunStore(Protocol):
         """Replace the run's budget (a person raised it). Raises ``LeaseLostError``."""
         ...
 
-    async def cancel_run(self, run_id: str) -> RunRecord:
+    async def cancel_run(self, run_id: str, decision: DecisionDraft | None = None) -> RunRecord:
         """Cancel a run in one transaction: status, fence (epoch + 1), open requests closed.
+
+        ``decision`` (the ``"cancel"`` decision) is appended to its chain in it.
 
         Raises ``RunNotFoundError``, or ``RunNotResumableError`` for a run
         that is already ``completed`` or ``cancelled`` (writing nothing).
@@ -461,10 +473,14 @@ class DecisionLog(Protocol):
         """The run's decisions, oldest first (an empty list for an unknown run)."""
         ...
 
+    async def audit_trail(self, run_id: str) -> tuple[AuditAnchor, list[Decision]]:
+        """The run row's anchor of its chain and its decisions, read in one transaction."""
+        ...
+
 
 @runtime_checkable
 class Approvals(Protocol):
-    """Approvals beyond answers: policy answers, reassignments, the outbox, the web app's users.
+    """Approvals beyond answers: policy answers, reassignments, the outbox, users, web sessions.
 
     A request's deadline is settled with the others (``claim``): a request
     with ``escalate_to`` not yet escalated is reassigned with a new deadline
@@ -527,11 +543,27 @@ class Approvals(Protocol):
         ...
 
     async def remove_user(self, name: str) -> bool:
-        """Remove a person; False when there was none."""
+        """Remove a person and end their sessions; False when there was none."""
         ...
 
     async def set_user_roles(self, name: str, roles: tuple[str, ...]) -> bool:
-        """Replace a person's roles; False when there is no such person."""
+        """Replace a person's roles and end their sessions; False when there is no such person."""
+        ...
+
+    async def set_user_password(self, name: str, password_hash: str) -> bool:
+        """Replace a person's password hash and end their sessions; False when there is none."""
+        ...
+
+    async def start_session(self, session: SessionRow) -> None:
+        """Keep a new web session (a login); expired ones may be dropped meanwhile."""
+        ...
+
+    async def get_session(self, id_hash: str) -> SessionRow | None:
+        """The web session with this id hash (expired or not), or None."""
+        ...
+
+    async def end_session(self, id_hash: str) -> bool:
+        """End one web session; False when there was none."""
         ...
 
 
@@ -562,7 +594,7 @@ class Transfer(Protocol):
 
 @runtime_checkable
 class CheckpointStore(RunStore, CheckpointLog, Journal, Inbox, Mailbox, Graphs, DecisionLog,
-                      Approvals, Protocol):
+                      Approvals, FleetOps, Protocol):
     """Durable home of runs, checkpoints, task writes, steps and requests.
 
     All methods are coroutines. Times are timezone-aware UTC datetimes.

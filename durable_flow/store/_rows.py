@@ -17,7 +17,7 @@ from ..model._budget import Budget, RunUsage
 from ..model._records import CheckpointRef, CheckpointSource, ErrorInfo, RunStatus
 
 if TYPE_CHECKING:
-    from ._approval_rows import Answerer
+    from ._approval_rows import Answerer, DecisionDraft
 
 __all__ = [
     "HEAD_MOVED",
@@ -58,6 +58,9 @@ class Lease:
     owner: str
     epoch: int
     expires_at: datetime
+    #: set on the lease a renewal returns when the run was paused meanwhile:
+    #: its holder finishes the superstep in flight and gives the run back
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +91,19 @@ class RunRecord:
     #: what the run's model calls used, and its spending limit (None: none)
     usage: RunUsage = field(default_factory=RunUsage)
     budget: Budget | None = None
+    #: who started it (``by=`` of ``run``/``submit``/``fork``), and the workflow's
+    #: ``operators=``/``viewers=`` roles as they were when it started (migration 0012)
+    started_by: str | None = None
+    operators: tuple[str, ...] = ()
+    viewers: tuple[str, ...] = ()
     #: only on the records ``claim_next`` returns (never stored): the status the
     #: claim found the run in (``running``: its holder's lease had expired)
     claimed_from: RunStatus | None = None
+    #: a paused run: the status it goes back to on unpause, and why it was paused
+    paused_from: RunStatus | None = None
+    pause_reason: str | None = None
+    #: the run's labels (string keys and values)
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +133,8 @@ class CheckpointMeta:
     # the tasks parked at this checkpoint (``waits="branch"``), by task id order
     parked: tuple[ParkedRow, ...] = ()
     # ``(crc32, length)`` of the bytes each channel it sees was written as (the engine's
-    # ``engine/_digests.py``); empty for checkpoints written before, or by copies
+    # ``engine/_lazy.py``); empty for checkpoints written before, or by copies; the row
+    # itself is sealed by ``row_digest`` (``store/sql/_codec.py``)
     digests: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -132,12 +146,20 @@ class ParkedRow:
     step results and sub-workflow thread are recorded there, so every re-run
     finds them, and ``superstep`` is the superstep its request ids name.
     ``arg`` is a ``Send`` instance's encoded argument (None for a plain task).
+    ``recorded`` is the task id its rows at the anchor were recorded under
+    when a migration renamed the task since (None: ``task`` itself).
     """
 
     task: str
     anchor: str
     superstep: int
     arg: bytes | None = None
+    recorded: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The task ids its rows at the anchor may be recorded under (the newest first)."""
+        return (self.task,) if self.recorded in (None, self.task) else (self.task, self.recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +321,10 @@ class Commit:
     run's ``wake_at`` to the earliest ``expires_at`` of its open waits;
     ``parked_on`` names the requests its parked tasks wait for, as the
     engine last saw them open: one answered since (``respond`` while the run
-    ran) makes that commit leave the run ``queued`` instead.
+    ran) makes that commit leave the run ``queued`` instead. ``withdraw``
+    (applied after ``requests``) closes these waits, still open, unanswered
+    (the run reached an exit while their tasks were parked); each request to
+    a person gets a decision of kind ``"withdrawn"``.
     Raises ``LeaseLostError`` (lease gone or head moved),
     ``UnknownRequestError`` (an answered or reopened id that does not exist)
     or ``CheckpointNotFoundError`` (a mark on a missing checkpoint), writing
@@ -319,6 +344,9 @@ class Commit:
     carry: Carry | None = None
     nested: Sequence[tuple[CheckpointWrite, Carry]] = ()
     parked_on: Sequence[str] = ()
+    #: appended to the run's decision chain in the same transaction (``update_state``)
+    decisions: Sequence[DecisionDraft] = ()
+    withdraw: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +364,9 @@ class Claim:
     answers: Mapping[str, bytes] = field(default_factory=dict)
     expect_head: str | None = None
     answerer: Answerer | None = None  # who answers: checked and recorded with each answer
+    # a holder whose process is known to be gone (runtime/_holders.py): its live lease is
+    # no bar to this claim; any other live lease still is
+    dead_holder: str | None = None
 
 
 def check_answerable(run_id: str, request_id: str, row: RequestRow | None, answer: bytes,
@@ -402,8 +433,10 @@ class RunRows:
 
     ``tables`` maps a table name to its rows (column name -> value: times in
     microseconds since the epoch, payloads as bytes); ``graphs`` holds the
-    graph descriptions the run names, shared with other runs.
+    graph descriptions the run names, shared with other runs. ``decision``
+    (an import) is appended to the run's audit chain in the same transaction.
     """
 
     run_id: str
     tables: Mapping[str, list[dict[str, object]]]
+    decision: DecisionDraft | None = None

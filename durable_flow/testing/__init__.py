@@ -20,14 +20,14 @@ import typing as _typing
 # crash tests' child processes, which live in this package, start quickly)
 _EXPORTS: dict[str, str] = {
     "CrashSafetyError": "._crash",
-    "MemoryStore": "..store._memory",
+    "MemoryStore": "..store.memory._memory",
     "ScriptedCall": "._scripted",
     "ScriptedModel": "._scripted",
     "assert_crash_safe": "._crash",
 }
 
 if _typing.TYPE_CHECKING:
-    from ..store._memory import MemoryStore
+    from ..store.memory._memory import MemoryStore
     from ._crash import CrashSafetyError, assert_crash_safe
     from ._scripted import ScriptedCall, ScriptedModel
 

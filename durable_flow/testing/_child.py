@@ -5,7 +5,7 @@ the workflow (``MODULE:NAME`` or ``PATH.py:NAME``), the parent's ``sys.path``,
 the store, the run id, the input, the scripted answers and events, the
 journal file, the result file and, for a crash run, the key of the durable
 point to die after. The store is wrapped in a
-:class:`~durable_flow.store._points.PointStore` that appends every durable
+:class:`~durable_flow.testing._points.PointStore` that appends every durable
 point's key to the journal (one ``os.write`` on an append-only descriptor:
 the kernel keeps it through SIGKILL) and, right after the chosen point,
 releases the run's lease (as if it had expired, so the resume does not wait
@@ -31,13 +31,14 @@ from typing import Any, cast
 
 import orjson
 
+from ..model._approvals import Principal
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import PendingRequest, RunResult, RunStatus
 from ..model._serde import decode, encode
 from ..runtime._runtime import Runtime
-from ..store._points import Point, PointStore
 from ..store._protocols import CheckpointStore, Lease
+from ._points import Point, PointStore
 
 __all__ = ["load_workflow_target", "main"]
 
@@ -66,10 +67,10 @@ def load_workflow_target(target: str) -> Workflow:
 
 def _store(db: str) -> CheckpointStore:
     if db.startswith(("postgresql://", "postgres://")):
-        from ..store._postgres import PostgresStore
+        from ..store.postgres._postgres import PostgresStore
 
         return PostgresStore(db)
-    from ..store._sqlite import SqliteStore
+    from ..store.sqlite._sqlite import SqliteStore
 
     return SqliteStore(db, synchronous="normal")  # SIGKILL loses nothing NORMAL keeps
 
@@ -89,12 +90,25 @@ def _points_store(inner: CheckpointStore, journal: str, kill: str | None) -> Che
 
 
 def _answer(request: PendingRequest, answers: Mapping[str, Any]) -> Any:
-    """The scripted answer: by request id, else by node (qualified, then its last part)."""
-    for key in (request.id, request.node, request.node.rsplit(".", 1)[-1]):
+    """The scripted answer: by request id, else by node (qualified, then its last part).
+
+    An in-doubt step's request is answered by ``in_doubt:STEP``, else
+    ``in_doubt``; a tool approval by ``tool:NAME``: never by the node, whose
+    own questions those keys would answer.
+    """
+    payload = request.payload if isinstance(request.payload, Mapping) else {}
+    kind = payload.get("kind")
+    if kind == "in_doubt":
+        keys: tuple[str, ...] = (request.id, f"in_doubt:{payload.get('step')}", "in_doubt")
+    elif kind == "tool_approval":
+        keys = (request.id, f"tool:{payload.get('tool')}")
+    else:
+        keys = (request.id, request.node, request.node.rsplit(".", 1)[-1])
+    for key in keys:
         if key in answers:
             return answers[key]
     raise LookupError(f"the run waits for request {request.id!r} of node {request.node!r} and "
-                      f"answers= has none for it (give one by request id or node)")
+                      f"answers= has none for it (give one by {' or '.join(map(repr, keys))})")
 
 
 async def _send_events(rt: Runtime, run_id: str, events: Mapping[str, Any]) -> bool:
@@ -111,6 +125,8 @@ async def _drive(rt: Runtime, workflow: Workflow, spec: Mapping[str, Any]) -> Ru
     """Start (or continue) the run and take it to its end with the scripted answers and events."""
     run_id = spec["run_id"]
     answers, events = _decoded(spec["answers"]), _decoded(spec["events"])
+    by = spec.get("by")
+    who = None if by is None else Principal(by["id"], tuple(by["roles"]))
     result = await rt.run(workflow, _decoded(spec["input"]), run_id=run_id)
     for _ in range(_MAX_ROUNDS):
         if result.status is RunStatus.QUEUED:
@@ -124,7 +140,7 @@ async def _drive(rt: Runtime, workflow: Workflow, spec: Mapping[str, Any]) -> Ru
             if wake is None:
                 raise LookupError(f"run {run_id} waits for an event that events= does not send")
             await asyncio.sleep(max(0.0, (wake - utcnow()).total_seconds()))
-        result = await rt.resume(workflow, run_id, responses=responses or None)
+        result = await rt.resume(workflow, run_id, responses=responses or None, by=who)
     raise RuntimeError(f"run {run_id} did not finish in {_MAX_ROUNDS} resumes")
 
 

@@ -2,7 +2,7 @@
 
 One uninterrupted run (in a child process, like every run here) learns the
 workflow's durable points: each key its
-:class:`~durable_flow.store._points.PointStore` journals. Then, for each
+:class:`~durable_flow.testing._points.PointStore` journals. Then, for each
 point, a child runs the workflow with a fresh run id and dies by SIGKILL
 right after that point; a second child resumes the run to its end. The
 resumed run must end with the reference run's status and values, and no
@@ -38,11 +38,12 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidInputError
+from ..model._approvals import Principal, principal_of
 from ..model._blackboard import Blackboard
 from ..model._graph import Workflow
 from ..model._ids import new_id
 from ..model._serde import encode
-from ..store._points import Point
+from ._points import Point
 
 __all__ = ["CrashSafetyError", "assert_crash_safe"]
 
@@ -90,12 +91,18 @@ class _Failure:
 def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Blackboard | None = None,
                       *, answers: Mapping[str, Any] | None = None,
                       events: Mapping[str, Any] | None = None, store: str = "sqlite",
-                      timeout: float = 120.0, workers: int | None = None) -> int:
+                      timeout: float = 120.0, workers: int | None = None,
+                      by: Principal | str | None = None) -> int:
     """Kill a run of ``workflow`` after each durable point, resume it, and compare.
 
-    ``answers`` answers requests (by request id, else by node id); ``events``
+    ``answers`` answers requests (by request id, else by node id; an
+    in-doubt step, found only after a kill, by ``"in_doubt:STEP"`` or
+    ``"in_doubt"``, e.g. ``{"in_doubt": {"done": False}}``; an approved agent
+    tool's calls by ``"tool:NAME"``); ``events``
     gives the payload sent when the run waits for an event of that name;
-    timers are waited out. ``store`` is ``"sqlite"`` (a file per run in a
+    timers are waited out. ``by`` (a ``Principal``, or a principal id) gives
+    the answers, so requests with ``assignees`` or ``roles`` can be answered
+    (without it, only requests that name nobody). ``store`` is ``"sqlite"`` (a file per run in a
     temporary folder) or a PostgreSQL URL. Each child gets ``timeout``
     seconds; ``workers`` points are checked at once (default: 4 per CPU, at
     most 8). Returns how many points were checked. Raises
@@ -103,7 +110,9 @@ def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Black
     resumed run differs (final status or values, or a recorded step or saved
     task that ran again), the node, and what differed.
     """
-    plan_args = (workflow_target(workflow), _database(store), answers, events, input, timeout)
+    who = principal_of(by)
+    plan_args = (workflow_target(workflow), _database(store), answers, events, input, timeout,
+                 None if who is None else {"id": who.id, "roles": list(who.roles)})
     with tempfile.TemporaryDirectory(prefix="crash-safe-") as folder:
         plan = _plan(Path(folder), *plan_args)
         reference, keys = _reference(plan)
@@ -167,10 +176,10 @@ def _database(store: str) -> str | None:
 
 def _plan(folder: Path, target: str, db: str | None, answers: Mapping[str, Any] | None,
           events: Mapping[str, Any] | None, input: Mapping[str, Any] | Blackboard | None,
-          timeout: float) -> _Plan:
+          timeout: float, by: dict[str, Any] | None) -> _Plan:
     values = input.model_dump(exclude_unset=True) if isinstance(input, Blackboard) else input
     payload = {"input": _stored(values or {}), "answers": _stored(answers or {}),
-               "events": _stored(events or {}),
+               "events": _stored(events or {}), "by": by,
                "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path]}
     if db is None:
         with ThreadPoolExecutor(max_workers=1) as pool:  # works under a running event loop too
@@ -179,7 +188,7 @@ def _plan(folder: Path, target: str, db: str | None, answers: Mapping[str, Any] 
 
 
 async def _empty_database(path: Path) -> None:
-    from ..store._sqlite import SqliteStore
+    from ..store.sqlite._sqlite import SqliteStore
 
     store = SqliteStore(path)
     await store.setup()

@@ -1,8 +1,9 @@
 """The JSON API under ``/api/``: the same operations the pages use, as JSON.
 
 Errors answer with a :class:`ProblemOut` body: 403 for what is not the
-caller's to do (another's request, reassigning as anyone but the admin),
-404 for an unknown run or checkpoint, 409 when the run's state refuses the
+caller's to do (another's request, reassigning as anyone but the admin,
+cancelling or forking as anyone but the run's operators and admins), 404
+for an unknown run or checkpoint and for a run the caller may not see, 409 when the run's state refuses the
 action (locked, finished, a request no longer open), 422 for a bad answer
 or argument.
 """
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from sse_starlette import EventSourceResponse
 
 from ..model._records import RunStatus
+from ._doors import actor, inbox_filter, readable, require
 from ._live import start_after, stream_response
 from ._models import (
     CheckpointOut,
@@ -22,6 +24,7 @@ from ._models import (
     ForkIn,
     HistoryOut,
     InboxOut,
+    PauseIn,
     ProblemOut,
     ReassignIn,
     RequestOut,
@@ -31,7 +34,6 @@ from ._models import (
     SnapshotOut,
 )
 from ._service import UiService
-from ._views import visible
 
 __all__ = ["router", "service"]
 
@@ -49,14 +51,21 @@ _PROBLEMS: dict[int | str, dict[str, object]] = {
     for code, text in ((403, "not the caller's to do"), (404, "unknown run or checkpoint"),
                        (409, "refused in the run's state"), (422, "bad answer or argument"))}
 
-router = APIRouter(prefix="/api", tags=["durable-flow"], responses=_PROBLEMS)
+# every route naming a {run_id} needs "read" on it (404 otherwise): see _doors
+router = APIRouter(prefix="/api", tags=["durable-flow"], responses=_PROBLEMS,
+                   dependencies=[Depends(readable)])
 
 
 @router.get("/runs", summary="List runs, newest first")
-async def list_runs(svc: Service, status: RunStatus | None = None, workflow: str | None = None,
-                    offset: Annotated[int, Query(ge=0)] = 0, limit: Limit = 50) -> RunsOut:
-    """Runs filtered by status and workflow name, one page at a time."""
-    page = await svc.runs(status=status, workflow=workflow, offset=offset, limit=limit)
+async def list_runs(request: Request, svc: Service, status: RunStatus | None = None,
+                    workflow: str | None = None, offset: Annotated[int, Query(ge=0)] = 0,
+                    limit: Limit = 50, label: str | None = None) -> RunsOut:
+    """Runs filtered by status, workflow name and labels (``label=k=v,k2=v2``), a page at a time.
+
+    Only the runs the caller may read (filtered before paging).
+    """
+    page = await svc.runs(status=status, workflow=workflow, offset=offset, limit=limit,
+                          who=request.state.principal, label=label)
     return RunsOut(runs=[RunOut.of(r) for r in page.runs], total=page.total,
                    next_offset=page.next_offset)
 
@@ -110,9 +119,10 @@ async def inbox(request: Request, svc: Service, workflow: str | None = None,
     A person sees those assigned to them or their roles (``tab=mine``) and the
     unassigned ones too (``tab=all``); the admin sees every one.
     """
-    page = await svc.inbox(workflow=workflow, after=after, limit=limit)
-    shown = visible(page.requests, request.state.principal, tab)
-    return InboxOut(requests=[RequestOut.of(r) for r in shown],
+    person = request.state.principal
+    page = await svc.inbox(workflow=workflow, after=after, limit=limit,
+                           shown=inbox_filter(person, tab))
+    return InboxOut(requests=[RequestOut.of(r) for r in page.requests],
                     next_after=page.next_after)
 
 
@@ -140,15 +150,36 @@ async def reassign(request: Request, svc: Service, run_id: str, body: ReassignIn
 
 
 @router.post("/runs/{run_id}/cancel", summary="Cancel a run")
-async def cancel(svc: Service, run_id: str) -> RunOut:
-    """Cancel the run; its checkpoints stay."""
-    return RunOut.of(await svc.cancel(run_id))
+async def cancel(request: Request, svc: Service, run_id: str) -> RunOut:
+    """Cancel the run; its checkpoints stay. Its operators and admins only (403)."""
+    await require(svc, run_id, request.state.principal, "cancel")
+    return RunOut.of(await svc.cancel(run_id, by=actor(request.state.principal), via="api"))
+
+
+@router.post("/runs/{run_id}/pause", summary="Pause a run")
+async def pause(request: Request, svc: Service, run_id: str, body: PauseIn) -> RunOut:
+    """Pause the run: not claimed until unpaused; a running one stops after its superstep.
+
+    Recorded as a ``pause`` decision; 422 for a completed, failed or cancelled run.
+    """
+    await require(svc, run_id, request.state.principal, "pause")
+    return RunOut.of(await svc.pause(run_id, body.reason, request.state.principal))
+
+
+@router.post("/runs/{run_id}/unpause", summary="Unpause a paused run")
+async def unpause(request: Request, svc: Service, run_id: str) -> RunOut:
+    """Make the paused run claimable again; recorded as an ``unpause`` decision."""
+    await require(svc, run_id, request.state.principal, "unpause")
+    return RunOut.of(await svc.unpause(run_id, request.state.principal))
 
 
 @router.post("/runs/{run_id}/fork", summary="Fork a run from a checkpoint")
-async def fork(svc: Service, run_id: str, body: ForkIn) -> RunOut:
+async def fork(request: Request, svc: Service, run_id: str, body: ForkIn) -> RunOut:
     """Start a new run from the checkpoint (``update`` applied first).
 
-    Needs the UI to have been started with the run's workflow.
+    Needs the UI to have been started with the run's workflow. Its operators
+    and admins only (403); recorded as a ``fork`` decision.
     """
-    return RunOut.of(await svc.fork(run_id, body.checkpoint_id, body.update))
+    await require(svc, run_id, request.state.principal, "fork")
+    return RunOut.of(await svc.fork(run_id, body.checkpoint_id, body.update,
+                                    by=actor(request.state.principal), via="api"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -12,12 +13,14 @@ from pathlib import Path
 import jinja2
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException
 
-from .. import __version__
+from .._version import __version__
 from ..errors import (
     CheckpointNotFoundError,
     DurableFlowError,
@@ -31,17 +34,19 @@ from ..errors import (
     UnknownRequestError,
 )
 from ..model._graph import Workflow
-from ..runtime._links import SECRET_ENV, LinkSigner
-from ..runtime._notify import Notifier
-from ..runtime._outbox import outbox_for, stop_outbox
 from ..runtime._runtime import Runtime
 from ..runtime._worker import Worker
+from ..runtime.notifications._notifiers import Notifier
+from ..runtime.notifications._outbox import outbox_for, stop_outbox
+from ..runtime.people._links import SECRET_ENV, LinkSigner
 from ..store._protocols import CheckpointStore
-from . import _api, _approve, _pages, _views
+from . import _api, _approve, _pages, _start, _views
 from ._bearer import JwtVerifier
 from ._models import ProblemOut
 from ._security import CSRF_COOKIE, HEADERS, Security
 from ._service import UiService
+from ._sessions import Sessions
+from ._throttle import LoginThrottle
 
 __all__ = ["create_app"]
 
@@ -75,15 +80,20 @@ def create_app(store: CheckpointStore, *, workflows: Sequence[Workflow] = (),
     secret = link_secret if link_secret is not None else os.environ.get(SECRET_ENV)
     app.state.link_signer = LinkSigner(secret) if secret else None
     app.state.security = Security(token, jwt=jwt)
+    app.state.sessions = Sessions(store)
+    app.state.throttle = LoginThrottle()
     app.state.templates = _templates()
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     app.include_router(_api.router)
     app.include_router(_pages.router)
     app.include_router(_approve.router)
+    app.include_router(_start.router)
+    app.include_router(_start.api_router)
     app.middleware("http")(_guard)
     app.add_exception_handler(DurableFlowError, _on_error)  # type: ignore[arg-type]
     app.add_exception_handler(_pages.CsrfError, _on_csrf)
     app.add_exception_handler(RequestValidationError, _on_invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _on_http)  # type: ignore[arg-type]
     return app
 
 
@@ -129,8 +139,9 @@ async def _guard(request: Request, call_next: Next) -> Response:
     if not security.host_allowed(request):
         return Response("This server answers only on localhost.", status_code=400,
                         media_type="text/plain")
-    auth, person = security.identify(request)
+    auth, person, session = await security.identify(request, request.app.state.sessions)
     request.state.principal = person  # None: the admin (the token, or no token)
+    request.state.session = session  # the login the request came with (binds the CSRF token)
     if auth is None and path.startswith("/approve/"):
         auth = "link"  # the signed link is the credential (checked by the page)
     if auth is None and path.startswith("/static/"):
@@ -194,6 +205,21 @@ async def _on_invalid(request: Request, exc: RequestValidationError) -> Response
     body = ProblemOut(error="InvalidInputError", message=problems or "the request is not valid",
                       request_id=None).model_dump()
     return JSONResponse(body, status_code=422)
+
+
+async def _on_http(request: Request, exc: HTTPException) -> Response:
+    """An unknown route or method under ``/api/``: the API's error envelope, headers kept."""
+    if not request.url.path.startswith("/api/"):
+        return await http_exception_handler(request, exc)
+    try:
+        name = http.HTTPStatus(exc.status_code).phrase.title().replace(" ", "").replace("-", "")
+    except ValueError:
+        name = "HTTPError"
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    if exc.status_code == 404 and message == "Not Found":
+        message = f"no API route {request.method} {request.url.path}"
+    body = ProblemOut(error=name, message=message, request_id=None).model_dump()
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
 async def _on_csrf(request: Request, exc: Exception) -> Response:

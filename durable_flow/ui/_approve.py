@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from ..errors import DurableFlowError, InvalidLinkError, InvalidResponseError, NotAuthorizedError
 from ..model._approvals import Principal
 from ..model._records import PendingRequest
-from ..runtime._links import LinkGrant, LinkSigner
+from ..runtime.people._links import LinkGrant, LinkSigner
 from ._api import service
 from ._forms import build_form, read_answer
 from ._pages import CsrfError, RequestCard, read_comment, render

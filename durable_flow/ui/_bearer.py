@@ -3,7 +3,9 @@
 A token's ``sub`` claim is the principal id and its ``roles`` claim (a list
 of strings, optional) the roles it holds. ``--jwt-key`` is a shared secret
 (HS256/384/512); ``--jwt-public-key`` a PEM public key (RS*, PS*, ES*, EdDSA).
-Expiry (``exp``) and not-before (``nbf``) are checked when present.
+A token must say when it expires (``exp``) and whom it names (a non-empty
+``sub``); expiry and not-before (``nbf``) are checked. Anything else is
+refused with :class:`NotAuthorizedError` (401).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 import jwt
 
-from ..errors import NotAuthorizedError
+from ..errors import DurableFlowError, NotAuthorizedError
 from ..model._approvals import Principal
 
 __all__ = ["JwtVerifier"]
@@ -34,11 +36,17 @@ class JwtVerifier:
         """The principal a token names; ``NotAuthorizedError`` when it is not valid."""
         try:
             claims = jwt.decode(token, self._key, algorithms=self._algorithms, audience=self._audience,
-                                options={"require": ["sub"]})
+                                options={"require": ["sub", "exp"]})
         except jwt.PyJWTError as exc:
             raise NotAuthorizedError(None, f"sign in with this token ({exc})") from None
+        sub = claims["sub"]
+        if not isinstance(sub, str) or not sub.strip():
+            raise NotAuthorizedError(None, "sign in: the token's sub claim must name someone")
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
-            raise NotAuthorizedError(str(claims["sub"]), "sign in: the token's roles claim must be "
-                                                         "a list of role names")
-        return Principal(str(claims["sub"]), tuple(roles))
+            raise NotAuthorizedError(sub, "sign in: the token's roles claim must be a list of "
+                                          "role names")
+        try:
+            return Principal(sub, tuple(roles))
+        except DurableFlowError as exc:  # a blank role name, say
+            raise NotAuthorizedError(sub, f"sign in: {exc}") from None

@@ -26,6 +26,7 @@ __all__ = [
     "HistoryOut",
     "InboxOut",
     "ParkedOut",
+    "PauseIn",
     "ProblemOut",
     "ReassignIn",
     "RequestOut",
@@ -68,6 +69,8 @@ class RunOut(BaseModel):
     forked_from_checkpoint_id: str | None = None
     wake_at: datetime | None = None
     priority: int = 0
+    pause_reason: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, info: RunInfo) -> RunOut:
@@ -79,7 +82,8 @@ class RunOut(BaseModel):
                    head_checkpoint_id=info.head_checkpoint_id, error=ErrorOut.of(info.error),
                    forked_from_run_id=ref.run_id if ref else None,
                    forked_from_checkpoint_id=ref.checkpoint_id if ref else None,
-                   wake_at=info.wake_at, priority=info.priority)
+                   wake_at=info.wake_at, priority=info.priority,
+                   pause_reason=info.pause_reason, labels=dict(info.labels))
 
 
 class RunsOut(BaseModel):
@@ -154,7 +158,8 @@ class DecisionOut(BaseModel):
     seq: int
     request_id: str
     node: str
-    kind: str = Field(description="answer, policy, escalation, reassign or timeout")
+    kind: str = Field(description="answer, policy, escalation, reassign, timeout, withdrawn, or "
+                      "an act on the run (import, cancel, fork, update, pause, unpause)")
     answer: Any
     by: str | None
     via: str
@@ -183,15 +188,18 @@ class ParkedOut(BaseModel):
 
     node: str = Field(description="the task's path at its level")
     kind: str = Field(description="request, event or timer")
-    waits_for: list[str] = Field(description="the open request ids, or the event's name")
+    waits_for: list[str] = Field(description="the ids of its open waits (requests, timers, "
+                                 "event waits)")
     since_superstep: int = Field(description="the superstep it parked in")
     wake_at: datetime | None = Field(None, description="a timer's wake time")
+    events: list[str] = Field([], description="the names of the events it waits for")
 
     @classmethod
     def of(cls, task: ParkedTask) -> ParkedOut:
         """The API form of a ``ParkedTask``."""
         return cls(node=task.node, kind=task.kind, waits_for=list(task.waits_for),
-                   since_superstep=task.since_superstep, wake_at=task.wake_at)
+                   since_superstep=task.since_superstep, wake_at=task.wake_at,
+                   events=list(task.events))
 
 
 class SnapshotOut(BaseModel):
@@ -244,6 +252,12 @@ class ForkIn(BaseModel):
 
     checkpoint_id: str
     update: dict[str, Any] | None = None
+
+
+class PauseIn(BaseModel):
+    """Why a run is paused (recorded with the ``pause`` decision)."""
+
+    reason: str | None = None
 
 
 class ProblemOut(BaseModel):

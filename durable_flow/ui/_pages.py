@@ -16,13 +16,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..errors import DurableFlowError, InvalidResponseError, NotAuthorizedError
+from ..model._access import allows
 from ..model._approvals import Principal
 from ..model._records import PendingRequest, RunInfo, RunStatus
-from ..runtime._users import Users
+from ..runtime.people._users import Users
 from ._api import service
+from ._doors import actor, inbox_filter, place, readable, require, sees_all
 from ._forms import Form, build_form, read_answer
 from ._security import CSRF_FIELD, SESSION_COOKIE, USER_COOKIE, Security
 from ._service import UiService
+from ._sessions import Sessions
+from ._throttle import LoginThrottle
 from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at, visible
 
 __all__ = ["COMMENT_FIELD", "CsrfError", "RequestCard", "read_comment", "render", "router"]
@@ -32,7 +36,8 @@ COMMENT_FIELD = "comment"
 
 Service = Annotated[UiService, Depends(service)]
 PAGE = 50
-router = APIRouter(include_in_schema=False)
+# every page naming a {run_id} needs "read" on it (404 otherwise): see _doors
+router = APIRouter(include_in_schema=False, dependencies=[Depends(readable)])
 
 
 class CsrfError(Exception):
@@ -50,6 +55,8 @@ class RequestCard:
     comment: str = ""
     """The comment typed in the form (shown again when the form comes back with problems)."""
     run_status: RunStatus | None = None  # shown in the inbox: a run may go on while it asks
+    refused: str | None = None
+    """Why this person may not answer it (the card then says so, and shows no form)."""
 
     @property
     def dom_id(self) -> str:
@@ -64,6 +71,7 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     base = {"csrf_field": CSRF_FIELD, "csrf_token": security.csrf_token(request),
             "comment_field": COMMENT_FIELD,
             "logged_in": getattr(request.state, "auth", None) in ("cookie", "user"),
+            "has_token": security.token is not None, "has_jwt": security.jwt is not None,
             "has_deadlines": "expires_at" in PendingRequest.__dataclass_fields__}
     response: Response = request.app.state.templates.TemplateResponse(
         request, name, {**base, **context}, status_code=status)
@@ -99,8 +107,9 @@ async def inbox_page(request: Request, svc: Service, workflow: str = "",
     """Open requests, oldest first, each with its answer form; the "mine" and "all" tabs."""
     person = request.state.principal
     tab = tab if tab in ("mine", "all") else ("all" if person is None else "mine")
-    page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE)
-    shown = visible(page.requests, person, tab)
+    page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE,
+                           shown=inbox_filter(person, tab))
+    shown = page.requests
     statuses = await svc.run_statuses(r.run_id for r in shown)
     cards = [RequestCard(r, build_form(r.response_schema), run_status=statuses.get(r.run_id))
              for r in shown]
@@ -115,6 +124,7 @@ async def respond_page(request: Request, svc: Service) -> Response:
     raw = await _checked_form(request)
     run_id = (raw.get("run_id") or [""])[-1]
     request_id = (raw.get("request_id") or [""])[-1]
+    await require(svc, run_id, request.state.principal, "read")  # 404 for a run not theirs
     pending = await svc.open_request(run_id, request_id)
     if pending is None:
         text = f"Request {request_id} of run {run_id} is no longer open (answered or cancelled)."
@@ -122,7 +132,15 @@ async def respond_page(request: Request, svc: Service) -> Response:
             return render(request, "_gone.html", {"text": text})
         return render(request, "message.html", {"title": "Already answered", "text": text},
                       status=409)
-    card = await _answer(svc, pending, raw, request.state.principal)
+    try:
+        card = await _answer(svc, pending, raw, request.state.principal)
+    except NotAuthorizedError as exc:
+        # not theirs: say so where they clicked, and change nothing
+        card = RequestCard(pending, None, refused=_not_yours(pending))
+        if _is_htmx(request):
+            return render(request, "_request.html", {"card": card}, status=403)
+        return render(request, "message.html", {"title": "This request is not yours to answer",
+                                                "text": f"{card.refused} ({exc})"}, status=403)
     if card.answered is None:
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=422)
@@ -130,6 +148,13 @@ async def respond_page(request: Request, svc: Service) -> Response:
     if _is_htmx(request):
         return render(request, "_request.html", {"card": card})
     return RedirectResponse("/", status_code=303)
+
+
+def _not_yours(pending: PendingRequest) -> str:
+    """The words a person reads when they try to answer a request that is not theirs."""
+    named = [*pending.assignees, *(f"role {r}" for r in pending.roles)]
+    return ("You may not answer this request: it is for " + ", ".join(named) + ". "
+            "Nothing was recorded.") if named else "You may not answer this request."
 
 
 async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[str]],
@@ -162,12 +187,12 @@ async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[s
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_page(request: Request, svc: Service, status: str = "", workflow: str = "",
-                    offset: int = 0) -> Response:
-    """Runs, newest first, filtered by status and workflow, a page at a time."""
+                    offset: int = 0, label: str = "") -> Response:
+    """Runs, newest first, filtered by status, workflow and labels, a page at a time."""
     page = await svc.runs(status=status or None, workflow=workflow or None, offset=max(offset, 0),
-                          limit=PAGE)
+                          limit=PAGE, who=request.state.principal, label=label or None)
     return render(request, "runs.html", {
-        "page": page, "status": status, "workflow": workflow,
+        "page": page, "status": status, "workflow": workflow, "label": label,
         "statuses": [s.value for s in RunStatus]})
 
 
@@ -176,6 +201,10 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
                    ns: str = "") -> Response:
     """A run: timeline, blackboard (and a diff), histories, sub-workflows, graph, actions."""
     info = await svc.run(run_id)
+    person = request.state.principal
+    record = await svc.runtime.store.get_run(run_id)
+    may_change = record is not None and allows(
+        await place(svc, record, request.state.principal), "cancel")  # cancel and fork
     snap = await svc.snapshot(run_id, cp or None, ns)
     head = snap if not cp and not ns else await svc.snapshot(run_id)
     compare = await svc.snapshot(run_id, vs) if vs else None
@@ -193,9 +222,10 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         if shown is not None else None,
         "current": current, "can_fork": workflow is not None,
         "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
-        "cards": [RequestCard(r, build_form(r.response_schema)) for r in head.pending_requests],
+        "cards": [RequestCard(r, build_form(r.response_schema)) for r in visible(
+            head.pending_requests, None if sees_all(person) else person, "all")],
         "decisions": await svc.runtime.decisions(run_id),
-        "is_admin": request.state.principal is None})
+        "is_admin": sees_all(request.state.principal), "may_change": may_change})
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
@@ -212,7 +242,26 @@ async def timeline_page(request: Request, svc: Service, run_id: str, ns: str = "
 async def cancel_page(request: Request, svc: Service, run_id: str) -> Response:
     """Cancel the run, then show it."""
     await _checked_form(request)
-    await svc.cancel(run_id)
+    await require(svc, run_id, request.state.principal, "cancel")
+    await svc.cancel(run_id, by=actor(request.state.principal), via="ui")
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/pause")
+async def pause_page(request: Request, svc: Service, run_id: str) -> Response:
+    """Pause the run (with the reason typed), then show it."""
+    raw = await _checked_form(request)
+    await require(svc, run_id, request.state.principal, "pause")
+    await svc.pause(run_id, (raw.get("reason") or [""])[-1].strip(), request.state.principal)
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/unpause")
+async def unpause_page(request: Request, svc: Service, run_id: str) -> Response:
+    """Unpause the run, then show it."""
+    await _checked_form(request)
+    await require(svc, run_id, request.state.principal, "unpause")
+    await svc.unpause(run_id, request.state.principal)
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
@@ -232,7 +281,9 @@ async def reassign_page(request: Request, svc: Service, run_id: str) -> Response
 async def fork_page(request: Request, svc: Service, run_id: str) -> Response:
     """Fork the run from the chosen checkpoint, then show the new run."""
     raw = await _checked_form(request)
-    forked = await svc.fork(run_id, (raw.get("checkpoint_id") or [""])[-1])
+    await require(svc, run_id, request.state.principal, "fork")
+    forked = await svc.fork(run_id, (raw.get("checkpoint_id") or [""])[-1],
+                            by=actor(request.state.principal), via="ui")
     return RedirectResponse(f"/runs/{forked.run_id}", status_code=303)
 
 
@@ -246,38 +297,63 @@ def _local(target: str) -> str:
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_page(request: Request, next: str = "/") -> Response:
-    """The login form (only when the server has a token)."""
-    if request.app.state.security.token is None:
+    """The login form (not in the open mode, where everyone is the admin)."""
+    if request.app.state.security.open:
         return RedirectResponse("/", status_code=303)
     return render(request, "login.html", {"next": _local(next), "failed": False})
 
 
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request, svc: Service) -> Response:
-    """Check a person's name and password, or the token; set the HttpOnly cookie and go on."""
+    """Check a person's name and password, or the token; start a session and go on.
+
+    A session the browser came with ends here (a planted one is not kept).
+    Failed logins are counted per name and per client (``_throttle``): after
+    too many, the answer is 429 with ``Retry-After``, whatever was sent.
+    """
     raw = await _checked_form(request)
     security: Security = request.app.state.security
+    sessions: Sessions = request.app.state.sessions
+    throttle: LoginThrottle = request.app.state.throttle
     target = _local((raw.get("next") or ["/"])[-1])
     name = (raw.get("name") or [""])[-1].strip()
+    keys = throttle.keys(name, request.client.host if request.client else None)
+    wait = throttle.retry_after(keys)
+    if wait is not None:
+        response = render(request, "login.html", {"next": target, "failed": "throttled",
+                                                  "retry_after": wait}, status=429)
+        response.headers["retry-after"] = str(wait)
+        return response
     if name:
         person = await Users(svc.runtime.store).login(name, (raw.get("password") or [""])[-1])
         if person is None:
+            await throttle.failed(keys)
             return render(request, "login.html", {"next": target, "failed": "user"}, status=401)
-        response = RedirectResponse(target, status_code=303)
-        security.set_cookie(response, request, USER_COOKIE, security.user_session(person))
-        return response
-    if not security.check_token((raw.get("token") or [""])[-1]):
+        throttle.succeeded(name)
+        cookie, user = USER_COOKIE, person.id
+    elif security.token is not None and security.check_token((raw.get("token") or [""])[-1]):
+        cookie, user = SESSION_COOKIE, None
+    else:
+        await throttle.failed(keys)
         return render(request, "login.html", {"next": target, "failed": True}, status=401)
+    await _end_sessions(request, sessions)
     response = RedirectResponse(target, status_code=303)
-    security.set_cookie(response, request, SESSION_COOKIE, security.session_value)
+    response.delete_cookie(SESSION_COOKIE if user is not None else USER_COOKIE, path="/")
+    security.set_cookie(response, request, cookie, await sessions.start(user))
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
+    """End the session (its row is deleted: the cookie is worthless after this)."""
     await _checked_form(request)
+    await _end_sessions(request, request.app.state.sessions)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(USER_COOKIE, path="/")
     return response
+
+
+async def _end_sessions(request: Request, sessions: Sessions) -> None:
+    for name in (USER_COOKIE, SESSION_COOKIE):
+        await sessions.end(request.cookies.get(name, ""))

@@ -1,22 +1,28 @@
 """Who may use the UI, and proof that a form was sent by the UI's own pages.
 
-* Without a token the server listens on loopback only (``check_bind``) and
-  answers only requests addressed to a loopback host name, so a web page
-  elsewhere cannot reach it through DNS rebinding.
-* With a token every request needs it, on any address: ``Authorization:
-  Bearer <token>``, or the HttpOnly cookie the login form sets (which holds
-  an HMAC of the token, never the token). Anything else is answered 401;
-  only the (self-contained) login form is served without it.
-* People (``durable-flow users``) log in with their name and password: an
-  HttpOnly cookie holds their principal, signed with this server's secret;
-  with a JWT verifier (``--jwt-key``) a bearer JWT names one too. They act
-  as themselves (``by``); the token (or no token) is the admin.
+* Without a token (and without a JWT verifier) the server listens on
+  loopback only (``check_bind``) and answers only requests addressed to a
+  loopback host name, so a web page elsewhere cannot reach it through DNS
+  rebinding; everyone is the admin and nobody can log in.
+* With a token every request needs a credential, on any address:
+  ``Authorization: Bearer <token>``, or the HttpOnly cookie of a login.
+  Anything else is answered 401; only the (self-contained) login form is
+  served without it.
+* A login, with the token or with a person's name and password
+  (``durable-flow users``), is a server-side session (``_sessions``): the
+  cookie holds a random id whose sha256 is a row in the store, looked up on
+  every request, ended by logout and by changes to the user. With a JWT
+  verifier (``--jwt-key``) a bearer JWT names a person too; with a JWT
+  verifier and no token, a request without a credential is refused (never
+  the admin). People act as themselves (``by``); the token (or no token) is
+  the admin.
 * Every form that changes something carries ``csrf_token``: an HMAC, under a
-  secret of this server, of a random HttpOnly ``SameSite=Strict`` cookie
-  (signed double submit). JSON API writes must be ``application/json`` (a
-  cross-site form cannot send that without a preflight this server never
-  grants) and, when authenticated by the cookie, carry the token in
-  ``X-CSRF-Token`` too.
+  secret of this server, of the login session's id (of a random HttpOnly
+  ``SameSite=Strict`` cookie before a login), so a token minted by someone
+  else, or for another session, does not pass. JSON API writes must be
+  ``application/json`` (a cross-site form cannot send that without a
+  preflight this server never grants) and, when authenticated by the
+  cookie, carry the token in ``X-CSRF-Token`` too.
 """
 
 from __future__ import annotations
@@ -28,13 +34,13 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Literal
 
-from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import DurableFlowError, NotAuthorizedError
+from ..errors import NotAuthorizedError
 from ..model._approvals import Principal
 from ._bearer import JwtVerifier
+from ._sessions import Session, Sessions
 
 __all__ = [
     "CSRF_COOKIE",
@@ -48,9 +54,9 @@ __all__ = [
 ]
 
 SESSION_COOKIE = "durable_flow_session"
+"""The cookie of a login with the admin token (a session id)."""
 USER_COOKIE = "durable_flow_user"
-_USER_SALT = "durable-flow.ui.user-session.v1"
-USER_SESSION_SECONDS = 12 * 3600
+"""The cookie of a person's login (a session id)."""
 CSRF_COOKIE = "durable_flow_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
@@ -104,74 +110,69 @@ class Security:
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     jwt: JwtVerifier | None = None
 
-    def user_session(self, principal: Principal) -> str:
-        """The cookie value that logs ``principal`` in (signed, with a time)."""
-        return str(URLSafeTimedSerializer(self.secret, salt=_USER_SALT).dumps(
-            [principal.id, list(principal.roles)]))
-
-    def identify(self, request: Request) -> tuple[Auth | None, Principal | None]:
-        """How the request proved it may be served, and the person it acts as (None: admin)."""
-        person = self._user_of(request)
+    async def identify(self, request: Request, sessions: Sessions
+                       ) -> tuple[Auth | None, Principal | None, Session | None]:
+        """How the request proved it may be served, who it acts as (None: admin), its login."""
+        person = await sessions.find(request.cookies.get(USER_COOKIE, ""), admin=False)
         if person is not None:
-            return "user", person
+            return "user", person.principal, person
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and self.jwt is not None and given.count(".") == 2 \
                 and not self.check_token(given.strip()):
             try:
-                return "jwt", self.jwt.principal(given.strip())
+                return "jwt", self.jwt.principal(given.strip()), None
             except NotAuthorizedError:
-                return None, None
-        return self.authenticate(request), None
-
-    def _user_of(self, request: Request) -> Principal | None:
-        cookie = request.cookies.get(USER_COOKIE)
-        if not cookie:
-            return None
-        try:
-            pid, roles = URLSafeTimedSerializer(self.secret, salt=_USER_SALT).loads(
-                cookie, max_age=USER_SESSION_SECONDS)
-            return Principal(str(pid), tuple(str(r) for r in roles))
-        except (BadSignature, ValueError, TypeError, DurableFlowError):
-            return None
-
-    @property
-    def session_value(self) -> str:
-        """What the login cookie holds: an HMAC of the token, so the cookie is not the token."""
-        token = (self.token or "").encode()
-        return hmac.new(token, b"durable-flow ui session", hashlib.sha256).hexdigest()
+                return None, None, None
+        admin = await sessions.find(request.cookies.get(SESSION_COOKIE, ""), admin=True)
+        if admin is not None and self.token is not None:
+            return "cookie", None, admin
+        return self.authenticate(request), None, None
 
     def host_allowed(self, request: Request) -> bool:
         """Without a token, only requests addressed to a loopback host name are served."""
         return self.token is not None or is_loopback(_host_of(request.headers.get("host", "")))
 
+    @property
+    def open(self) -> bool:
+        """Whether anyone is the admin without a credential (no token, no JWT verifier)."""
+        return self.token is None and self.jwt is None
+
     def authenticate(self, request: Request) -> Auth | None:
-        """How the request proved it may be served, or None."""
+        """How the request proved it may be served by the token (or the open mode), or None."""
         if self.token is None:
-            return "open"
+            return "open" if self.jwt is None else None
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
                                                               self.token.encode()):
             return "bearer"
-        cookie = request.cookies.get(SESSION_COOKIE, "")
-        if cookie and hmac.compare_digest(cookie.encode(), self.session_value.encode()):
-            return "cookie"
         return None
 
     def check_token(self, given: str) -> bool:
         """True when ``given`` is the token (constant time)."""
         return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
+    def _csrf_for(self, request: Request, *, rendering: bool) -> str | None:
+        """The CSRF token of this request's login session, else of its CSRF cookie."""
+        session: Session | None = getattr(request.state, "session", None)
+        if session is not None:
+            message = b"session\0" + session.id.encode()
+        else:
+            seed = (getattr(request.state, "csrf_seed", None) if rendering else None) \
+                or request.cookies.get(CSRF_COOKIE, "")
+            if not seed:
+                return None
+            message = b"browser\0" + seed.encode()
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
     def csrf_token(self, request: Request) -> str:
-        """The ``csrf_token`` value forms of this page carry."""
-        seed = getattr(request.state, "csrf_seed", None) or request.cookies.get(CSRF_COOKIE, "")
-        return hmac.new(self.secret, seed.encode(), hashlib.sha256).hexdigest()
+        """The ``csrf_token`` value forms of this page carry (bound to the login session)."""
+        return self._csrf_for(request, rendering=True) or ""
 
     def csrf_ok(self, request: Request, submitted: str | None) -> bool:
-        """True when ``submitted`` matches this browser's CSRF cookie."""
-        seed = request.cookies.get(CSRF_COOKIE, "")
-        if not seed or not submitted:
+        """True when ``submitted`` is the CSRF token of this request's session (or browser)."""
+        expected = self._csrf_for(request, rendering=False)
+        if not expected or not submitted:
             return False
-        expected = hmac.new(self.secret, seed.encode(), hashlib.sha256).hexdigest()
         return hmac.compare_digest(expected.encode(), submitted.encode())
 
     def api_write_ok(self, request: Request, auth: Auth) -> str | None:

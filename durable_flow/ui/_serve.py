@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import uvicorn
 
 from ..model._graph import Workflow
-from ..runtime._notify import Notifier
+from ..runtime.notifications._notifiers import Notifier
 from ..store._protocols import CheckpointStore
 from ._app import create_app
 from ._bearer import JwtVerifier

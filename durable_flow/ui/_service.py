@@ -11,7 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,10 +19,12 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidInputError, NotAuthorizedError
+from ..model._access import access_of, allows, is_admin
 from ..model._approvals import Principal
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus, Snapshot
+from ..runtime._doors import run_access
 from ..runtime._inspect import to_pending
 from ..runtime._runtime import Runtime
 from ..store._protocols import InboxCursor
@@ -35,6 +37,10 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
 ]
+
+
+Shown = Callable[[list[PendingRequest]], list[PendingRequest]]
+"""Which of a batch of requests a principal may see (applied before paging)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +104,31 @@ class UiService:
 
     # the inbox ---------------------------------------------------------------------
     async def inbox(self, *, workflow: str | None = None, after: str | None = None,
-                    limit: int = 50) -> InboxPage:
+                    limit: int = 50, shown: Shown | None = None) -> InboxPage:
         """One page of open requests across runs and nesting levels, oldest first.
 
-        Reads ``limit + 1`` rows of the store's inbox index from the cursor, so
-        the first page of a large inbox costs the same as of a small one.
+        ``shown`` keeps the requests a principal may see (see ``_views.visible``)
+        and is applied before paging: the store's inbox index is read from the
+        cursor in batches until the page is full, so a person's requests
+        behind many others' are on their first page. Without it, reads
+        ``limit + 1`` rows, so the first page of a large inbox costs the same
+        as of a small one.
         """
         _check_limit(limit)
         cursor = decode_cursor(after) if after else None
-        rows = await self.runtime.store.pending_requests(
-            workflow_name=workflow or None, limit=limit + 1, after=cursor)
+        batch = limit + 1 if shown is None else max(limit + 1, 200)
         schemas: dict[bytes, Any] = {}
-        page = [to_pending(r, schemas) for r in rows[:limit]]
-        more = len(rows) > limit and page
+        found: list[PendingRequest] = []
+        while True:
+            rows = await self.runtime.store.pending_requests(
+                workflow_name=workflow or None, limit=batch, after=cursor)
+            read = [to_pending(r, schemas) for r in rows]
+            found += read if shown is None else shown(read)
+            if len(rows) < batch or len(found) > limit:
+                break
+            cursor = decode_cursor(encode_cursor(read[-1]))
+        page = found[:limit]
+        more = len(found) > limit and page
         return InboxPage(page, encode_cursor(page[-1]) if more else None)
 
     async def run_statuses(self, run_ids: Iterable[str]) -> dict[str, RunStatus]:
@@ -149,21 +167,35 @@ class UiService:
         Recorded as a ``reassign`` decision by ``admin`` with a notification
         (``Runtime.reassign``); ``NotAuthorizedError`` for a person, and nothing changes.
         """
-        if by is not None:
+        if by is not None and not is_admin(by):
             raise NotAuthorizedError(by.id, "reassign requests (admins only)", run_id=run_id,
                                      request_id=request_id or None)
         return await self.runtime.reassign(run_id, request_id, assignees=assignees, roles=roles,
-                                           by="admin")
+                                           by="admin" if by is None else by.id)
 
     # runs --------------------------------------------------------------------------
     async def runs(self, *, status: RunStatus | str | None = None, workflow: str | None = None,
-                   offset: int = 0, limit: int = 50) -> RunsPage:
-        """Runs, newest first, filtered, one page of them."""
+                   offset: int = 0, limit: int = 50, who: Principal | None = None,
+                   label: str | None = None) -> RunsPage:
+        """Runs, newest first, filtered, one page of them.
+
+        ``who`` (None: the admin) sees only the runs the rule lets them read,
+        filtered before paging (``model/_access.py``). ``label``: ``key=value``
+        (several separated by commas), each must match.
+        """
         _check_limit(limit)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInputError(f"offset must be an int >= 0, got {offset!r}")
-        found = await self.runtime.list_runs(status=status or None, workflow_name=workflow or None)
+        found = await self.runtime.list_runs(status=status or None, workflow_name=workflow or None,
+                                             labels=label_filter(label))
+        if who is not None and not is_admin(who):
+            found = [info for info in found if await self._readable(info.run_id, who)]
         return RunsPage(found[offset:offset + limit], len(found), offset, limit)
+
+    async def _readable(self, run_id: str, who: Principal) -> bool:
+        record = await self.runtime.store.get_run(run_id)
+        return record is not None and allows(
+            access_of(who, await run_access(self.runtime.store, record)), "read")
 
     async def run(self, run_id: str) -> RunInfo:
         """One run; ``RunNotFoundError`` if unknown."""
@@ -194,12 +226,21 @@ class UiService:
         return self.workflows.get((info.workflow_name, info.workflow_version))
 
     # changing runs ------------------------------------------------------------------------
-    async def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a run (needs no workflow code)."""
-        return await self.runtime.cancel(run_id)
+    async def cancel(self, run_id: str, *, by: str = "admin", via: str = "ui") -> RunInfo:
+        """Cancel a run (needs no workflow code), recorded as a decision ``by``."""
+        return await self.runtime.cancel(run_id, by=by, via=via)
+
+    async def pause(self, run_id: str, reason: str | None, by: Any) -> RunInfo:
+        """Pause a run (a ``pause`` decision by ``by``; the admin when None)."""
+        return await self.runtime.pause(run_id, reason=reason or None, by=by or "admin")
+
+    async def unpause(self, run_id: str, by: Any) -> RunInfo:
+        """Unpause a paused run (an ``unpause`` decision by ``by``; the admin when None)."""
+        return await self.runtime.unpause(run_id, by=by or "admin")
 
     async def fork(self, run_id: str, checkpoint_id: str,
-                   update: Mapping[str, Any] | None = None) -> RunInfo:
+                   update: Mapping[str, Any] | None = None, *, by: str = "admin",
+                   via: str = "ui") -> RunInfo:
         """Start a new run from a checkpoint; returns the new run once it exists.
 
         The fork executes in this process (it needs the workflow's code); a
@@ -214,7 +255,7 @@ class UiService:
                 f"{source.workflow_version!r}: start the UI with its MODULE:WORKFLOW")
         started = utcnow()
         task = asyncio.create_task(self.runtime.fork(workflow, run_id, checkpoint_id,
-                                                     update=update))
+                                                     update=update, by=by, via=via))
         self._forks.add(task)
         task.add_done_callback(self._forks.discard)
         done, _ = await asyncio.wait({task}, timeout=1.0)
@@ -248,3 +289,16 @@ def _check_limit(limit: object) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise InvalidInputError(f"limit must be an int from 1 to 500, got {limit!r}")
 
+
+
+def label_filter(text: str | None) -> dict[str, str] | None:
+    """``key=value[,key=value...]`` as labels to filter on; None for none."""
+    if not text or not text.strip():
+        return None
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"a label filter is key=value, got {part.strip()!r}")
+        out[key.strip()] = value.strip()
+    return out

@@ -15,7 +15,7 @@ import orjson
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..build._diagram import to_mermaid
+from ..building._diagram import to_mermaid
 from ..model._approvals import Principal, permits
 from ..model._graph import Workflow
 from ..model._records import PendingRequest, RunStatus

@@ -1,7 +1,7 @@
 """Digests of the bytes a checkpoint reads, so a load can trust them instead of re-validating.
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-01
 
 ``checkpoints.digests`` is JSON text, ``{channel: [crc32, length]}``: for a

@@ -115,6 +115,15 @@ def test_context_policies_select_from_a_history() -> None:
         window(-1)
 
 
+def test_a_window_wider_than_the_history_keeps_all_of_it() -> None:
+    history = [Message.user("u1"), Message.assistant("a1"), Message.user("u2"),
+               Message.assistant("a2")]
+    for n in (4, 5, 8, 100):
+        assert [m.content for m in window(n).select(history)] == ["u1", "a1", "u2", "a2"], n
+    assert [m.content for m in window(3).select(history[:2])] == ["u1", "a1"]
+    assert window(3).select([]) == []
+
+
 class Chat(Blackboard):
     question: str = ""
     answer: str = ""

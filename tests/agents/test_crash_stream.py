@@ -15,7 +15,7 @@ import crashkit_stream as kit
 import pytest
 
 from durable_flow import RunLockedError, RunStatus, Runtime
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 pytestmark = pytest.mark.crash
 

@@ -108,6 +108,23 @@ async def test_pydantic_ai_structured_output_and_streamed_tool_calls() -> None:
     assert result.state.mood == "calm" and result.state.result == Mood(mood="calm")
 
 
+async def test_pydantic_ai_streamed_text_keeps_its_first_piece() -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        for piece in ("first ", "second ", "third"):
+            yield piece  # pydantic-ai sends the first inside the part's start event
+
+    def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("the agent streams")
+
+    wf = one(PydanticAIModel(FunctionModel(whole, stream_function=stream)), output_key="answer")
+    async with Runtime(MemoryStore()) as rt:
+        events = [e async for e in rt.stream(wf, {"question": "?"}, run_id="s")]
+        logged = [e.data["text"] for e in await rt.read_stream("s") if e.kind == "model_delta"]
+    deltas = [e.data["text"] for e in events if e.kind == "model_delta"]
+    assert events[-1].result.state.answer == "first second third"
+    assert deltas == logged == ["first ", "second ", "third"]
+
+
 async def test_pydantic_ai_errors_become_model_errors() -> None:
     def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise RuntimeError("boom")
@@ -151,6 +168,29 @@ async def test_langchain_tools_and_structured_output() -> None:
     names = [t["function"]["name"] for t in fake.bound[0]]
     assert names == ["weather", "final_result"]
     assert fake.bound[1] == fake.bound[0]  # the same tools on the second round
+
+
+async def test_langchain_calls_without_ids_each_run_once_with_their_own_result() -> None:
+    ran: list[str] = []
+
+    def visit(city: str) -> str:
+        """Visit a city."""
+        ran.append(city)
+        return f"visited {city}"
+
+    idless = [{"name": "visit", "args": {"city": c}, "id": None, "type": "tool_call"}
+              for c in ("Oslo", "Bergen", "Tromso")]
+    fake = ToolFake(bound=[], messages=iter([AIMessage("", tool_calls=idless),
+                                             AIMessage("all visited")]))
+    wf = one(LangChainModel(fake, streaming=False), tools=[visit])
+    async with Runtime(MemoryStore()) as rt:
+        r = await rt.run(wf, {"question": "go"})
+        history = (await rt.get_state(r.run_id)).node_histories["agent"]
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert ran == ["Oslo", "Bergen", "Tromso"]
+    results = [(m.tool_call_id, m.content) for m in history if m.role == "tool"]
+    assert results == [("visit", "visited Oslo"), ("visit#2", "visited Bergen"),
+                       ("visit#3", "visited Tromso")]
 
 
 async def test_langchain_without_bind_tools_is_a_model_error() -> None:

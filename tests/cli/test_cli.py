@@ -25,7 +25,7 @@ from durable_flow.cli import app
 from durable_flow.cli._db import parse_db
 from durable_flow.cli._reading import diff_values
 from durable_flow.cli._support import CliError
-from durable_flow.store._postgres import PostgresStore
+from durable_flow.store.postgres._postgres import PostgresStore
 
 MODULE = "cliflows"
 
@@ -82,7 +82,7 @@ FLOWS = textwrap.dedent('''
 CRASHER = textwrap.dedent('''
     import asyncio, sys
     from durable_flow import Runtime
-    from durable_flow.store._sqlite import SqliteStore
+    from durable_flow.store.sqlite._sqlite import SqliteStore
     from cliflows import workflow
 
     async def main():
@@ -356,6 +356,19 @@ def test_cancel_marks_a_waiting_run_cancelled(db: Path) -> None:
     one_line_error(cli(db, "cancel", run_id), "cancelled")
 
 
+def test_cancel_and_fork_record_who_did_it(db: Path) -> None:
+    run_id = start(db)["run_id"]
+    checkpoint = as_json(cli(db, "history", run_id, "--json"))[0]["id"]
+    forked = as_json(cli(db, "fork", run_id, checkpoint, "--by", "olga", "--json"))
+    ok(cli(db, "cancel", run_id, "--by", "olga", "--json"))
+    (cancel,) = as_json(cli(db, "audit", run_id, "--json"))
+    assert (cancel["kind"], cancel["by"], cancel["via"]) == ("cancel", "olga", "cli")
+    first = as_json(cli(db, "audit", forked["run_id"], "--json"))[0]
+    assert (first["kind"], first["by"], first["via"]) == ("fork", "olga", "cli")
+    assert first["answer"]["source_run_id"] == run_id
+
+
+@pytest.mark.crash
 def test_recover_resumes_a_run_whose_process_was_killed(db: Path, project: Path) -> None:
     (project / "crasher.py").write_text(CRASHER)
     (project / "crash").touch()
@@ -522,7 +535,7 @@ def test_a_run_not_started_by_the_cli_needs_workflow(db: Path, project: Path) ->
     import asyncio
 
     from durable_flow import Runtime
-    from durable_flow.store._sqlite import SqliteStore
+    from durable_flow.store.sqlite._sqlite import SqliteStore
 
     sys.path.insert(0, str(project))
     from cliflows import workflow  # type: ignore[import-not-found]
@@ -579,6 +592,7 @@ def test_a_postgresql_url_runs_answers_and_lists_runs_on_postgresql(project: Pat
         assert run_id in ok(pg("runs", "--status", "completed")).stdout
 
 
+@pytest.mark.process
 def test_a_worker_and_the_inbox_on_postgresql(project: Path) -> None:
     """``durable-flow --db postgresql://... worker`` runs a submitted run; ``inbox`` lists its request."""
     sys.path.insert(0, str(project))

@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+import pytest
 from clikit import one_error_line, script
 
 from durable_flow import END, Blackboard, Principal, Runtime, SqliteStore, WorkflowBuilder
-from durable_flow.runtime._links import LinkSigner
+from durable_flow.runtime.people._links import LinkSigner
+
+pytestmark = pytest.mark.process
 
 
 class Expense(Blackboard):
@@ -94,6 +97,26 @@ def test_audit_prints_and_verifies_and_names_an_edited_or_deleted_row(tmp_path: 
     broken(script(tmp_path, "audit", run_id, "--verify"), "decision 1 is missing")
 
 
+def test_audit_verify_says_keyed_catches_a_deleted_tail_and_require_keyed_refuses_sha256(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("DURABLE_FLOW_SECRET", raising=False)
+    plain = answered_run(tmp_path / "runs.db")
+    shown = script(tmp_path, "audit", plain, "--verify")
+    assert shown.returncode == 0 and "unkeyed" in shown.stdout, shown
+    refused = script(tmp_path, "audit", plain, "--verify", "--require-keyed")
+    assert refused.returncode == 1 and "unkeyed" in refused.stderr, refused
+    monkeypatch.setenv("DURABLE_FLOW_SECRET", "s3cret-for-the-chain")
+    keyed = answered_run(tmp_path / "runs.db")
+    shown = script(tmp_path, "audit", keyed, "--verify", "--require-keyed")
+    assert shown.returncode == 0 and "chain intact: 3 decision(s), keyed" in shown.stdout, shown
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("DELETE FROM decisions WHERE run_id = ? AND seq = 3", (keyed,))
+    broken(script(tmp_path, "audit", keyed, "--verify"), "the run records 3 decision(s)")
+    monkeypatch.setenv("DURABLE_FLOW_SECRET", "another secret")
+    broken(script(tmp_path, "audit", keyed, "--verify"), "decision 1 was changed")
+    assert script(tmp_path, "audit", plain, "--verify").returncode == 0  # sha256 needs no key
+
+
 def test_link_prints_a_signed_url_for_an_open_request(tmp_path: Path,
                                                       monkeypatch: Any) -> None:
     async def waiting() -> tuple[str, str]:
@@ -167,7 +190,9 @@ def test_respond_by_a_user_with_a_comment_is_a_cli_decision(tmp_path: Path) -> N
     run_id, (first,) = run["run_id"], [r["id"] for r in run["pending_requests"]]
     one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true", "--by", "bob"),
                    1, "bob", "may not")
-    one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true"), 1, "may not")
+    nobody = one_error_line(script(tmp_path, "respond", run_id, first, "--value", "true"), 1,
+                            "nobody was named", "only role 'finance' may", "--by USER")
+    assert "may not" not in nobody  # no double negative
     assert json.loads(script(tmp_path, "audit", run_id, "--json").stdout) == []
     assert script(tmp_path, "users", "add", "fay", "--role", "finance",
                   stdin="pw\npw\n").returncode == 0

@@ -19,6 +19,8 @@ from clikit import CONSOLE_SCRIPT, one_error_line, project_db, script
 
 from durable_flow import RunStatus, Runtime, SqliteStore, load_workflow
 
+pytestmark = pytest.mark.process
+
 MODULE = "orderflows"
 
 FLOWS = textwrap.dedent('''

@@ -13,6 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from cli.test_cli import (  # noqa: F401
     MODULE,
     as_json,
@@ -48,7 +50,7 @@ SLOW = textwrap.dedent('''
 HOLDER = textwrap.dedent('''
     import asyncio, os, signal, sys
     from durable_flow import Runtime
-    from durable_flow.store._sqlite import SqliteStore
+    from durable_flow.store.sqlite._sqlite import SqliteStore
     from slowflow import workflow
 
     async def main():
@@ -67,6 +69,7 @@ def _env(project: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), *sys.path])}
 
 
+@pytest.mark.process
 def test_ctrl_c_says_the_run_was_interrupted_and_can_be_resumed(db: Path, project: Path) -> None:
     (project / "slowflow.py").write_text(SLOW)
     child = subprocess.Popen(
@@ -87,6 +90,7 @@ def test_ctrl_c_says_the_run_was_interrupted_and_can_be_resumed(db: Path, projec
     assert as_json(cli(db, "resume", "c2", "--json"))["status"] == "completed"
 
 
+@pytest.mark.crash
 def test_recover_names_runs_whose_lease_is_still_held(db: Path, project: Path) -> None:
     (project / "slowflow.py").write_text(SLOW)
     (project / "holder.py").write_text(HOLDER)
@@ -160,6 +164,7 @@ def test_run_takes_a_declarative_file_with_its_registry(db: Path, project: Path)
                    "--registry is for .json/.yaml")
 
 
+@pytest.mark.process
 def test_python_dash_m_runs_the_command(project: Path) -> None:
     child = subprocess.run([sys.executable, "-m", "durable_flow", "--version"],
                            capture_output=True, text=True, timeout=60)
@@ -215,6 +220,7 @@ def test_validation_errors_are_one_line_of_json_not_pydantic_dumps(db: Path) -> 
     assert "{'ok': True}" not in line
 
 
+@pytest.mark.process
 def test_a_read_command_loads_no_logging_answer_checks_or_agents(db: Path) -> None:
     start(db)  # the database exists and is at the current schema
     code = ("import runpy, sys\n"
@@ -222,7 +228,7 @@ def test_a_read_command_loads_no_logging_answer_checks_or_agents(db: Path) -> No
             "try:\n    runpy.run_module('durable_flow', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "heavy = ('alembic', 'structlog', 'jsonschema', 'httpx',\n"
-            "         'durable_flow.agents', 'durable_flow.build.declarative')\n"
+            "         'durable_flow.agents', 'durable_flow.building.declarative')\n"
             "print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n")
     out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True,
                          timeout=60, check=True).stdout

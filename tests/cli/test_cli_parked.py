@@ -94,9 +94,9 @@ def test_show_json_carries_the_parked_tasks(db: Path) -> None:
     snap = as_json(cli(db, "show", "r1", "--json"))["snapshot"]
     assert snap["parked"] == [
         {"node": "approve", "kind": "request", "waits_for": [request_id], "since_superstep": 2,
-         "wake_at": None},
+         "wake_at": None, "events": []},
         {"node": "pay", "kind": "event", "waits_for": ["pay@2#0"], "since_superstep": 2,
-         "wake_at": None}]
+         "wake_at": None, "events": ["paid"]}]
 
 
 def test_history_shows_which_tasks_were_parked_at_each_checkpoint(db: Path) -> None:

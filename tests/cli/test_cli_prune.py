@@ -71,7 +71,7 @@ async def _three_notices(rt: Runtime) -> tuple[str, str, str]:
     from notifykit import Recorder
     from runtime.test_outbox import flow
 
-    from durable_flow.runtime._outbox import Outbox
+    from durable_flow.runtime.notifications._outbox import Outbox
 
     gone, still_open = [await rt.run(flow(), {}) for _ in range(2)]
     assert await Outbox(rt.store, [Recorder()]).deliver_due() == 2

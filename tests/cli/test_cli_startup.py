@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from durable_flow.cli import _app, app
 from durable_flow.cli._app import build_app, command_named
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 COMMANDS = [name for name, _, _ in _app._COMMANDS]
 
@@ -56,9 +56,10 @@ def test_the_whole_app_has_every_command() -> None:
 NOT_FOR_RUNS = ("sqlalchemy", "sqlmodel", "alembic", "structlog", "tenacity", "durable_flow.engine",
                 "durable_flow.runtime._runtime", "durable_flow.model._graph",
                 "durable_flow.model._blackboard", "durable_flow.model._messages",
-                "durable_flow.build")
+                "durable_flow.building")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("with_runs", [False, True])
 def test_runs_imports_no_other_command_nor_the_engine(tmp_path: Path, with_runs: bool) -> None:
     db = tmp_path / "head.db"
@@ -123,3 +124,28 @@ async def _listed(path: Path, args: list[str]) -> list[str]:
 async def _setup(path: Path) -> None:
     async with SqliteStore(path):
         pass
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["ui", "--port", "70000"], "Invalid value for '--port'"),
+    (["runs", "--bogus"], "No such option: --bogus"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["users", "add"], "Missing argument 'NAME'"),
+])
+def test_a_command_line_that_does_not_parse_is_one_line_and_exit_2(
+        tmp_path: Path, args: list[str], fragment: str) -> None:
+    proc = subprocess.run([str(Path(sys.executable).with_name("durable-flow")), *args],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "80"})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
+    assert "--help" in lines[0]
+
+
+def test_no_command_shows_the_help() -> None:
+    result = CliRunner().invoke(app, [])
+    assert "Usage: " in result.output and not result.output.startswith("error:")
+    assert "COMMAND" in result.output and "run" in result.output

@@ -20,7 +20,7 @@ import crashkit
 import pytest
 
 from durable_flow import MemoryStore, RunLockedError, RunStatus, Runtime
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 pytestmark = pytest.mark.crash
 KIT = Path(crashkit.__file__)

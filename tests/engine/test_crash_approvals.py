@@ -20,7 +20,7 @@ from pgdb import fresh_database
 from durable_flow import Principal, RunStatus, Runtime
 from durable_flow.model._clock import utcnow
 from durable_flow.model._decisions import verify_chain
-from durable_flow.runtime._outbox import Outbox
+from durable_flow.runtime.notifications._outbox import Outbox
 
 pytestmark = pytest.mark.crash
 

@@ -26,6 +26,7 @@ head; ``fork`` creates the new run before it decodes the copied state;
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from damagekit import (
 from sqlalchemy import LargeBinary
 
 from durable_flow import (
+    AuditError,
     CheckpointCorruptedError,
     CheckpointNotFoundError,
     DurableFlowError,
@@ -64,7 +66,9 @@ from durable_flow import (
     SqliteStore,
     UnknownRequestError,
 )
+from durable_flow.model._records import ErrorInfo
 from durable_flow.store._protocols import CheckpointStore
+from durable_flow.store.sql._codec import error_json
 from durable_flow.store.sql._tables import METADATA
 
 T = TypeVar("T")
@@ -225,8 +229,9 @@ class Case:
         if self.kind == MISSING:
             return {"runs": (RunNotFoundError,), "requests": (UnknownRequestError,),
                     "checkpoints": (CheckpointNotFoundError,)}.get(self.row.table, ())
-        if self.column == "answer":  # an open request now looks answered
-            return (UnknownRequestError, InvalidInputError)
+        if self.column == "answer":  # an open request now looks answered, or an answered
+            # one is not what its decision records (the audit trail stops the resume)
+            return (UnknownRequestError, InvalidInputError, AuditError)
         return ()
 
 
@@ -370,6 +375,74 @@ async def test_a_counter_damaged_into_text_stops_resume_and_fork_before_anything
                 await call()
             assert (err.value.run_id, err.value.checkpoint_id) == ("D", head)
             assert await _dump(db) == before  # no answer, no status, no orphan fork
+
+
+# every column of a checkpoint row the loads read, edited into another value of its type
+SEALED = ["thread", "namespace", "parent_id", "seq", "superstep", "created_at", "status",
+          "source", "nodes", "routing_reason", "next_tasks", "joins", "value_versions",
+          "log_lengths", "error", "size", "task_args", "parked", "digests"]
+
+
+@pytest.mark.parametrize("column", SEALED)
+async def test_a_cell_changed_into_another_valid_value_is_damage_every_read_reports(
+    column: str, scenario: Scenario, tmp_path: Path,
+) -> None:
+    """A digit changed in an item count (still valid JSON) never loads as a shorter state."""
+    facts = scenario.facts
+    db = await scenario.template.copy(tmp_path / "valid.db")
+    head = facts.heads["A"]
+
+    def change(conn: sqlite3.Connection) -> None:
+        (old,) = conn.execute(f"SELECT {column} FROM checkpoints WHERE run_id = ? AND "
+                              "checkpoint_id = ?", ("A", head)).fetchone()
+        conn.execute(f"UPDATE checkpoints SET {column} = ? WHERE run_id = ? AND "
+                     "checkpoint_id = ?", (other_value(column, old), "A", head))
+
+    await db.sql(change)
+    before = await _dump(db)
+    async with Runtime(db.store()) as rt:
+        for call in (lambda: rt.get_state("A"),
+                     lambda: rt.resume(facts.workflows["A"], "A"),
+                     lambda: rt.fork(facts.workflows["A"], "A", head)):
+            with pytest.raises(CheckpointCorruptedError, match="does not match its digest") as err:
+                await call()
+            assert (err.value.run_id, err.value.checkpoint_id) == ("A", head)
+            assert await _dump(db) == before
+
+
+def other_value(column: str, old: Any) -> Any:
+    """A value of ``column``'s own type other than ``old``: it still reads, it is not the row."""
+    if isinstance(old, int):
+        return old + 1
+    if column == "status":
+        return "completed" if old != "completed" else "waiting"
+    if column == "source":
+        return "fork" if old != "fork" else "loop"
+    if old is None:  # a NULL cell given a value its decoder reads
+        return {"error": json.dumps(error_json_of("ValueError", "planted")),
+                "task_args": '{"ghost": 1}', "parked": "[]",
+                "routing_reason": "planted", "parent_id": "planted"}[column]
+    if not old.startswith(("[", "{")):  # plain text
+        return old + "x"
+    data = json.loads(old)
+    if isinstance(data, dict):
+        if not data:
+            return json.dumps({"ghost": 1} if column != "joins" else {"ghost": []})
+        key = sorted(data)[0]
+        value = data[key]
+        if isinstance(value, int):
+            data[key] = value + 1
+        elif isinstance(value, list) and value and isinstance(value[0], int):
+            data[key] = [value[0] + 1, *value[1:]]  # a digest's checksum
+        else:
+            data["ghost"] = value
+        return json.dumps(data)
+    return json.dumps(data[:-1] if data else ["ghost"])
+
+
+def error_json_of(kind: str, message: str) -> Any:
+    """An ``ErrorInfo`` as the ``error`` columns hold it."""
+    return json.loads(error_json(ErrorInfo(kind, message)) or "null")
 
 
 # -- bad input on an undamaged store -----------------------------------------------------------

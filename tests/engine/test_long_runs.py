@@ -260,7 +260,7 @@ _QUIET_RUN = """
 import asyncio, json
 from durable_flow import MemoryStore, Message, Runtime, WorkflowBuilder
 from durable_flow.model import _records
-from durable_flow.runtime._tracing import otel_available, run_trace
+from durable_flow.runtime.observability._tracing import otel_available, run_trace
 
 built = []
 original = _records.Event.__init__
@@ -284,6 +284,7 @@ print(json.dumps({"plain": plain, "streamed": streamed, "kinds": kinds,
 """
 
 
+@pytest.mark.process
 def test_an_execution_nobody_logs_traces_or_streams_builds_no_events() -> None:
     import json
     import subprocess

@@ -122,7 +122,7 @@ async def test_a_parked_event_wait_makes_the_run_wait_then_an_event_queues_it(
     r = await rt.run(wf, {}, run_id="e2")
     assert r.status is RunStatus.WAITING and list(r.state.log)[-1] == "w3"
     snap = await rt.get_state("e2")
-    assert [(p.node, p.kind) for p in snap.parked] == [("ask", "event")]
+    assert [(p.node, p.kind, p.events) for p in snap.parked] == [("ask", "event", ("paid",))]
     await rt.send_event("e2", "paid", 7)
     assert (await rt.get_state("e2")).status is RunStatus.QUEUED
     r = await rt.resume(wf, "e2")

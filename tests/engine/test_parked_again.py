@@ -86,7 +86,7 @@ async def test_a_node_routed_to_while_its_parked_task_was_answered_mid_run(
     assert list(r.state.log) == ["start", "w1", "w2", "ask:early", "ask:late"]
 
 
-async def test_send_instances_to_a_node_with_parked_instances_fail_naming_it(
+async def test_send_instances_to_a_node_with_parked_instances_start_beside_them(
         rt: Runtime) -> None:
     b = WorkflowBuilder("resend", state=Board, waits="branch")
 
@@ -96,14 +96,21 @@ async def test_send_instances_to_a_node_with_parked_instances_fail_naming_it(
 
     @b.node(goto=["check"])
     def w1(state: Board) -> Command:
-        return Command(goto=[Send("check", {"n": 2})])
+        return Command(goto=[Send("check", {"n": 2}), Send("check", {"n": 3})])
 
     async def check(state: Board, ctx: NodeContext) -> dict[str, Any]:
         return {"log": [await ctx.request(ctx.arg, response_type=str)]}
 
     b.add_node("check", check, arg_type=dict)
     b.set_entry("split")
-    r = await rt.run(b.build(), {}, run_id="a3")
-    assert r.status is RunStatus.FAILED
-    assert r.error is not None and r.error.type == "WorkflowValidationError"
-    assert "'check'" in r.error.message and "parked" in r.error.message
+    wf = b.build()
+    r = await rt.run(wf, {}, run_id="a3")
+    assert r.status is RunStatus.WAITING, r.error
+    asked = {q.id: q.payload["n"] for q in r.pending_requests}
+    # the new instances are numbered after the parked one: three tasks, three ids
+    assert asked == {"check[0]@2#0": 1, "check[1]@3#0": 2, "check[2]@3#0": 3}
+    assert sorted(p.node for p in (await rt.get_state("a3")).parked) == [
+        "check[0]", "check[1]", "check[2]"]
+    r = await rt.resume(wf, "a3", responses={rid: f"a{n}" for rid, n in asked.items()})
+    assert r.status is RunStatus.COMPLETED, r.error
+    assert sorted(r.state.log) == ["a1", "a2", "a3"]

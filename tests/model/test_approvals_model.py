@@ -20,6 +20,15 @@ def test_assigned_request_takes_its_assignee_or_a_role_holder_only():
     assert not permits(None, ["alice@example.com"], ())
 
 
+def test_an_alias_of_a_principal_answers_what_is_assigned_to_it():
+    alice = Principal("alice", aliases=("alice@example.com",))
+    assert permits(alice, ["alice@example.com"], ())
+    assert not permits(alice, ["bob@example.com"], ())
+    assert not permits(Principal("alice"), ["alice@example.com"], ())
+    with pytest.raises(InvalidInputError):
+        Principal("alice", aliases=(" ",))
+
+
 def test_principal_of_accepts_ids_and_refuses_other_things():
     assert principal_of("alice") == Principal("alice")
     assert principal_of(None) is None

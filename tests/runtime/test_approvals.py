@@ -66,6 +66,9 @@ async def test_someone_else_is_refused_and_nothing_changes(rt: Runtime) -> None:
         with pytest.raises(NotAuthorizedError) as caught:
             await rt.respond(run_id, {rid: True}, by=by)
         assert caught.value.request_id == rid
+        assert caught.value.allowed == "'alice@example.com' or role 'finance'"
+        assert "only 'alice@example.com' or role 'finance' may" in str(caught.value)
+        assert ("nobody was named" in str(caught.value)) is (by is None)
     assert [p.id for p in await rt.pending_requests()] == [rid]
     assert await rt.decisions(run_id) == []
     assert (await rt.get_run(run_id)).status is RunStatus.WAITING

@@ -209,7 +209,7 @@ async def test_escalate_to_needs_a_timeout(rt: Runtime) -> None:
 
 
 async def test_an_approval_link_is_signed_for_someone_who_may_answer(rt: Runtime) -> None:
-    from durable_flow.runtime._links import LinkSigner
+    from durable_flow.runtime.people._links import LinkSigner
 
     result = await rt.run(flow(roles=["finance"]), {})
     rid = result.pending_requests[0].id
@@ -221,3 +221,36 @@ async def test_an_approval_link_is_signed_for_someone_who_may_answer(rt: Runtime
     assert LinkSigner("k").check(token, result.run_id, rid).principal == "fay"
     with pytest.raises(UnknownRequestError):
         await rt.approval_link(result.run_id, "nope", for_="fay", base_url="http://x", secret="k")
+
+
+async def test_an_answer_waits_for_an_execution_that_holds_the_run_for_a_moment(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker holding a waiting run (escalating it, waking it at a deadline) delays an answer."""
+    from durable_flow import RunLockedError
+    from durable_flow.runtime import _runtime
+    from durable_flow.store._protocols import Claim
+
+    wf = flow(assignees=["alice"])
+    waiting = await rt.run(wf, {})
+    request = waiting.pending_requests[0]
+    lease = await rt.store.claim(Claim(waiting.run_id, "worker:elsewhere:1:x", 30))
+
+    async def let_go_soon() -> None:
+        await asyncio.sleep(0.4)
+        await rt.store.release_lease(lease)
+
+    releasing = asyncio.create_task(let_go_soon())
+    info = await rt.respond(waiting.run_id, {request.id: True}, by="alice")
+    await releasing
+    assert info.status is RunStatus.QUEUED  # recorded once the holder let go
+    assert [d.by for d in await rt.decisions(waiting.run_id) if d.kind == "answer"] == ["alice"]
+
+    # a holder that keeps the run past the wait: RunLockedError, nothing recorded
+    again = await rt.run(wf, {})
+    held = await rt.store.claim(Claim(again.run_id, "worker:elsewhere:1:y", 30))
+    monkeypatch.setattr(_runtime, "RESPOND_LOCK_WAIT", 0.3)
+    with pytest.raises(RunLockedError):
+        await rt.respond(again.run_id, {again.pending_requests[0].id: True}, by="alice")
+    await rt.store.release_lease(held)
+    assert [d for d in await rt.decisions(again.run_id) if d.kind == "answer"] == []

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from durable_flow import InvalidInputError, InvalidLinkError
-from durable_flow.runtime._links import LinkSigner, parse_duration
+from durable_flow.runtime.people._links import LinkSigner, parse_duration
 
 
 def _token(url: str) -> str:

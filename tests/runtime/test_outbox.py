@@ -20,9 +20,9 @@ from durable_flow import (
     Worker,
     WorkflowBuilder,
 )
-from durable_flow.runtime._links import LinkSigner
-from durable_flow.runtime._outbox import Outbox
-from durable_flow.runtime._users import Users
+from durable_flow.runtime.notifications._outbox import Outbox
+from durable_flow.runtime.people._links import LinkSigner
+from durable_flow.runtime.people._users import Users
 from durable_flow.store._protocols import CheckpointStore
 
 

@@ -15,6 +15,7 @@ from durable_flow import (
     Blackboard,
     ChatChunk,
     ChatResponse,
+    MemoryStore,
     Message,
     ModelError,
     RunNotFoundError,
@@ -131,3 +132,26 @@ async def test_reading_the_stream_of_an_unknown_run_is_an_error(rt: Runtime) -> 
     with pytest.raises(RunNotFoundError):
         async for _ in rt.follow_stream("nope"):
             pass
+
+
+class SlowStreamAppends(MemoryStore):
+    """Each append to a stream log takes a while (a busy database)."""
+
+    async def append_stream(self, run_id: str, entries: Any) -> int:
+        await asyncio.sleep(0.2)
+        return await super().append_stream(run_id, entries)
+
+
+async def test_a_superstep_is_committed_after_the_stream_batch_a_flusher_is_appending() -> None:
+    b = WorkflowBuilder("talk", state=Trip)
+
+    @b.node()
+    async def talk(state: Trip, ctx: Any) -> dict[str, Any]:
+        ctx.publish("model_delta", text="hello")
+        await asyncio.sleep(0.1)  # the flusher (every 0.05 s) took the entry: it is appending
+        return {"answer": "hello"}
+
+    b.set_entry("talk").add_edge("talk", END)
+    async with Runtime(SlowStreamAppends()) as rt:
+        run = await rt.run(b.build(), {})
+        assert [e.data["text"] for e in await rt.read_stream(run.run_id)] == ["hello"]

@@ -153,12 +153,13 @@ async def test_the_callers_span_is_the_parent_of_the_run_and_a_resume_is_a_new_r
     assert _attr(waiting, "node") == "ask"
 
 
+@pytest.mark.process
 def test_no_opentelemetry_no_tracing_and_no_import() -> None:
     script = textwrap.dedent('''
         import asyncio, sys
         sys.modules["opentelemetry"] = None  # as if it were not installed
         from durable_flow import Blackboard, MemoryStore, Runtime, WorkflowBuilder
-        from durable_flow.runtime._tracing import otel_available, run_trace
+        from durable_flow.runtime.observability._tracing import otel_available, run_trace
 
         class S(Blackboard):
             done: bool = False

@@ -118,7 +118,12 @@ async def finish(store: Any, run_id: str) -> dict[str, Any]:
 
 
 def without_time(document: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in document.items() if k != "exported_at"}
+    """The document without its time, and without what each import adds to the audit chain
+    (its ``import`` decision and the run row's anchor)."""
+    tables = {name: rows for name, rows in document["tables"].items() if name != "decisions"}
+    tables["runs"] = [{k: v for k, v in row.items() if not k.startswith("audit_")}
+                      for row in tables["runs"]]
+    return {k: v for k, v in document.items() if k != "exported_at"} | {"tables": tables}
 
 
 async def test_a_run_goes_to_postgresql_and_back_and_resumes(tmp_path: Path,
@@ -136,6 +141,7 @@ async def test_a_run_goes_to_postgresql_and_back_and_resumes(tmp_path: Path,
     assert await states(pg, run_id) == await states(first, run_id)
     back = await export_run(pg, run_id)
     assert without_time(back) == without_time(document)
+    assert [d["kind"] for d in back["tables"]["decisions"]] == ["import"]
     last = SqliteStore(tmp_path / "last.db")
     await last.setup()
     await import_run(last, back)
@@ -189,14 +195,14 @@ async def test_an_empty_table_of_a_newer_durable_flow_is_fine(tmp_path: Path) ->
 
 
 async def test_a_document_written_before_digests_imports_and_resumes(tmp_path: Path) -> None:
-    """Checkpoint rows without the ``digests`` column (migration 0011) read it as null."""
+    """Checkpoint rows without ``digests`` (migration 0011) or ``row_digest`` (0019) import."""
     async with SqliteStore(tmp_path / "a.db") as store:
         run_id = await paused(store)
         document = await export_run(store, run_id)
         expected = await finish(store, run_id)
     assert any(row["digests"] for row in document["tables"]["checkpoints"])
     for row in document["tables"]["checkpoints"]:
-        del row["digests"]
+        del row["digests"], row["row_digest"]
     async with SqliteStore(tmp_path / "b.db") as other:
         await import_run(other, document)
         assert all(cp.digests == {} for cp in await other.list_checkpoints(run_id))
@@ -237,5 +243,7 @@ async def test_a_run_moves_with_its_decisions_and_notifications(tmp_path: Path) 
     assert [d.by for d in chain] == ["fay"] and opened
     async with SqliteStore(tmp_path / "b.db") as other:
         await import_run(other, document)
-        assert await Runtime(other).decisions(run_id) == chain
+        *imported, noted = await Runtime(other).decisions(run_id)
+        assert imported == chain and (noted.kind, noted.seq) == ("import", 2)
+        assert (await Runtime(other).verify_audit(run_id)).ok
         assert [n.id for n in await other.notifications(run_id)] == opened

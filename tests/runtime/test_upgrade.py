@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from engine.test_versions import Doc, version_1, version_2
@@ -18,6 +18,7 @@ from durable_flow import (
     Runtime,
     SqliteStore,
     WorkflowBuilder,
+    append,
 )
 from durable_flow.cli import app
 
@@ -136,7 +137,7 @@ def test_the_command_exits_1_listing_each_run_that_would_break(tmp_path: Path) -
 
     async def start() -> None:
         async with Runtime(SqliteStore(db)) as rt:
-            await paused(rt, "a")
+            await paused(rt, "a", "b")
 
     asyncio.run(start())
     runner = CliRunner()
@@ -145,13 +146,86 @@ def test_the_command_exits_1_listing_each_run_that_would_break(tmp_path: Path) -
     assert "every unfinished run of 'doc' can continue on version '2'" in ok.stdout
     bad = runner.invoke(app, ["--db", str(db), "check-upgrade", "runtime.test_upgrade:V2_UNMAPPED"])
     assert bad.exit_code == 1
-    assert "run run-a (waiting, version 1): version '2' has no node 'approve'" in bad.stdout
-    assert "1 unfinished run(s) of 'doc' would break on version '2'" in bad.stdout
+    lines = bad.stdout.splitlines()  # one reason, the runs it breaks grouped under it
+    assert lines[0] == "version 1: version '2' has no node 'approve' (the node of next task " \
+        "'approve'; map it with migrate(..., nodes=...))" or "has no node 'approve'" in lines[0]
+    assert lines[1] == "  2 run(s): run-a (waiting), run-b (waiting)"
+    assert sum("has no node 'approve'" in line for line in lines) == 1
+    assert "2 unfinished run(s) of 'doc' would break on version '2'" in bad.stdout
     data = runner.invoke(app, ["check-upgrade", "runtime.test_upgrade:V2_UNMAPPED", "--db", str(db),
                                "--json"])
     assert data.exit_code == 1
-    [problem] = orjson.loads(data.stdout)["problems"]
-    assert problem["run_id"] == "run-a" and problem["status"] == "waiting"
+    problems = orjson.loads(data.stdout)["problems"]
+    assert [(p["run_id"], p["status"]) for p in problems] == [("run-a", "waiting"),
+                                                              ("run-b", "waiting")]
 
 
 V2_UNMAPPED = version_2(nodes={})
+
+
+class DocMore(Blackboard):
+    title: str = ""
+    approved: bool = False
+    trail: Annotated[list[str], append] = []
+    reviewer: str = "nobody yet"  # new in this code, with a default
+
+
+def with_a_new_field(state: type[Blackboard] = DocMore) -> Any:
+    """Version 1's graph on a blackboard that gained a field."""
+    b = WorkflowBuilder("doc", state=state, version="1")
+    b.add_node("write", lambda s: {"trail": ["write"]})
+
+    async def approve(state: Any, ctx: Any) -> dict[str, Any]:
+        return {"approved": await ctx.request({"title": state.title}, response_type=bool)}
+
+    b.add_node("approve", approve)
+    b.set_entry("write").add_edge("write", "approve").add_edge("approve", END)
+    return b.build()
+
+
+async def test_a_new_field_with_a_default_is_no_graph_change(rt: Runtime) -> None:
+    [run_id] = await paused(rt, "a")
+    new = with_a_new_field()
+    assert await rt.check_upgrade(new) == []
+    [req] = (await rt.get_state(run_id)).pending_requests
+    done = await rt.resume(new, run_id, responses={req.id: True})
+    assert done.status is RunStatus.COMPLETED and done.state.approved
+    assert done.state.reviewer == "nobody yet"
+
+
+class DocNeeds(Blackboard):
+    title: str = ""
+    approved: bool = False
+    trail: Annotated[list[str], append] = []
+    reviewer: str  # new and required: old runs hold no value for it
+
+
+async def test_a_new_required_field_or_a_removed_one_is_a_graph_change(rt: Runtime) -> None:
+    await paused(rt, "a")
+    [needs] = await rt.check_upgrade(with_a_new_field(DocNeeds))
+    assert "state field 'reviewer' is only in the workflow given" in needs.reason
+    [fewer] = await rt.check_upgrade(with_a_new_field(DocFewer))
+    assert "state field 'trail' is only in the run's graph" in fewer.reason
+
+
+class DocFewer(Blackboard):
+    title: str = ""
+    approved: bool = False
+
+
+def test_new_defaulted_fields_inside_a_sub_workflow_are_no_graph_change() -> None:
+    from durable_flow.model._versions import only_new_defaults
+
+    def parent(inner_state: type[Blackboard]) -> Any:
+        inner = WorkflowBuilder("inner", state=inner_state)
+        inner.add_node("approve", lambda s: None)
+        inner.set_entry("approve")
+        outer = WorkflowBuilder("outer", state=Doc)
+        outer.add_subworkflow("review", inner.build(), inputs=["title"], outputs=["approved"])
+        outer.set_entry("review")
+        return outer.build()
+
+    old = parent(Doc).describe()
+    assert only_new_defaults(old, parent(DocMore))
+    assert not only_new_defaults(old, parent(DocNeeds))
+    assert not only_new_defaults(old, parent(DocFewer))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from pgdb import empty_tables, fresh_database
 
-from durable_flow.store._memory import MemoryStore
-from durable_flow.store._postgres import PostgresStore
 from durable_flow.store._protocols import CheckpointStore
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.memory._memory import MemoryStore
+from durable_flow.store.postgres._postgres import PostgresStore
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
 

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from durable_flow.errors import StoreError
-from durable_flow.store._memory import MemoryStore
 from durable_flow.store._protocols import CheckpointStore
+from durable_flow.store.memory._memory import MemoryStore
 from durable_flow.store.sql._base import Execute, SqlStore, Tx
 from durable_flow.store.sql._statement import Statement
 
@@ -75,6 +75,7 @@ def test_threads_with_loops_of_their_own_share_one_store() -> None:
     assert len(asyncio.run(store.list_runs())) == 200
 
 
+@pytest.mark.process
 def test_with_a_warm_statement_cache_a_memory_store_imports_no_sqlalchemy() -> None:
     code = ("import sys, asyncio; from durable_flow import MemoryStore; s = MemoryStore(); "
             "asyncio.run(s.list_runs()); "

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 
 import durable_flow
 from durable_flow.errors import SchemaVersionError
-from durable_flow.store._postgres import PostgresStore
+from durable_flow.store.postgres._postgres import PostgresStore
 from durable_flow.store.sql import _migrate
 from durable_flow.store.sql._tables import METADATA
 
@@ -204,7 +204,7 @@ _SETUP = """
 import asyncio, sys
 import alembic.command, alembic.runtime.migration, alembic.script  # loaded before the start
 import sqlalchemy.ext.asyncio
-from durable_flow.store._postgres import PostgresStore
+from durable_flow.store.postgres._postgres import PostgresStore
 
 async def main():
     store = PostgresStore(sys.argv[1])
@@ -217,6 +217,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.process
 def test_postgres_setups_from_several_processes_at_once_all_succeed(fresh_pg: str) -> None:
     children = [subprocess.Popen([sys.executable, "-c", _SETUP, fresh_pg], text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -22,8 +22,8 @@ from durable_flow.errors import (
     StoreError,
 )
 from durable_flow.model._records import RunStatus
-from durable_flow.store._postgres import POSTGRES, PostgresStore, _perform, _PostgresDriver
 from durable_flow.store._protocols import Claim, Commit, RunUpdate
+from durable_flow.store.postgres._postgres import POSTGRES, PostgresStore, _perform, _PostgresDriver
 from durable_flow.store.sql._base import Fetch, Op, Tx, drive_async, get_run_tx, prune_tx
 from durable_flow.store.sql._tables import RUNS, compile_statement, queries_for, run_params
 
@@ -321,6 +321,7 @@ async def test_setup_is_idempotent_and_a_closed_store_opens_again(pg_dsn: str) -
     await store.close()
 
 
+@pytest.mark.process
 def test_asyncpg_is_imported_only_when_a_store_is_created() -> None:
     code = (
         "import sys, durable_flow\n"

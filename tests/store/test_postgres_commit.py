@@ -22,9 +22,9 @@ from sqlalchemy import func, select
 
 from durable_flow.errors import StoreError
 from durable_flow.model._records import RunStatus
-from durable_flow.store import _postgres
-from durable_flow.store._postgres import POSTGRES, PostgresStore, _PostgresDriver
 from durable_flow.store._protocols import Commit, RunUpdate
+from durable_flow.store.postgres import _postgres
+from durable_flow.store.postgres._postgres import POSTGRES, PostgresStore, _PostgresDriver
 from durable_flow.store.sql._base import Fetch, Op, Tx, create_run_tx
 from durable_flow.store.sql._tables import compile_statement, queries_for
 

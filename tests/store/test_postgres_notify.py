@@ -13,8 +13,8 @@ import pytest
 
 from durable_flow.errors import RunExistsError
 from durable_flow.model._records import RunStatus
-from durable_flow.store._postgres import PostgresStore
 from durable_flow.store._protocols import Commit, RunUpdate
+from durable_flow.store.postgres._postgres import PostgresStore
 from durable_flow.store.sql._base import RUNS_CHANNEL
 
 from .builders import make_run, request, start_run

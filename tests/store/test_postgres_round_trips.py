@@ -11,10 +11,10 @@ from netproxy import NetProxy
 from pgdb import empty_tables
 
 from durable_flow import END, Blackboard, Message, RunStatus, Runtime, WorkflowBuilder, append
-from durable_flow.store import _pg_advance
-from durable_flow.store._postgres import PostgresStore
 from durable_flow.store._protocols import Commit, RunUpdate
 from durable_flow.store._segments import merge_block
+from durable_flow.store.postgres import _advance as _pg_advance
+from durable_flow.store.postgres._postgres import PostgresStore
 
 from .builders import start_run
 

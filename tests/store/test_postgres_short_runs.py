@@ -1,6 +1,6 @@
 """A short run on PostgreSQL, counted on the wire: a read of one statement is one round trip.
 
-The reads named as one statement go without BEGIN/COMMIT (store/_pg_reads.py);
+The reads named as one statement go without BEGIN/COMMIT (store/postgres/_reads.py);
 any other read still runs in its REPEATABLE READ transaction.
 """
 
@@ -19,9 +19,11 @@ from pgdb import empty_tables
 
 from durable_flow import END, Blackboard, RunStatus, Runtime, WorkflowBuilder
 from durable_flow.errors import LeaseLostError, RunExistsError
-from durable_flow.store import _pg_advance, _pg_reads, _pg_start
-from durable_flow.store._postgres import POSTGRES, PostgresStore
 from durable_flow.store._protocols import CheckpointWrite, Commit, Lease, RunRecord, RunUpdate
+from durable_flow.store.postgres import _advance as _pg_advance
+from durable_flow.store.postgres import _reads as _pg_reads
+from durable_flow.store.postgres import _start as _pg_start
+from durable_flow.store.postgres._postgres import POSTGRES, PostgresStore
 from durable_flow.store.sql._ops import Fetch, Row, Tx
 from durable_flow.store.sql._statement import Statement
 from durable_flow.store.sql._tables import queries_for

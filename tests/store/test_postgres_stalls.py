@@ -19,9 +19,9 @@ from netproxy import NetProxy
 from pgdb import empty_tables
 
 from durable_flow.errors import LeaseLostError, RunLockedError, StoreError
-from durable_flow.store import _postgres
-from durable_flow.store._postgres import POSTGRES, PostgresStore
 from durable_flow.store._protocols import Claim, Commit, Lease
+from durable_flow.store.postgres import _postgres
+from durable_flow.store.postgres._postgres import POSTGRES, PostgresStore
 from durable_flow.store.sql._base import Op
 from durable_flow.store.sql._tables import queries_for
 
@@ -107,7 +107,10 @@ async def test_a_holder_stalled_inside_a_transaction_holds_its_run_for_stall_tim
             proxy.freeze()  # the holder's row lock is taken: it stops answering now
         return result
 
-    holder = PostgresStore(proxy.dsn(pg_dsn), stall_timeout=1.0, max_size=2)
+    # the server ends the holder's stalled session after its stall_timeout: long enough
+    # that the four refused calls below (1 s lock waits each, at most) see it still there
+    # on a loaded machine
+    holder = PostgresStore(proxy.dsn(pg_dsn), stall_timeout=4.0, max_size=2)
     other = PostgresStore(pg_dsn, stall_timeout=1.0)
     async with holder, other:
         await empty_tables(pg_dsn)

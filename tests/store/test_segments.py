@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from migrationkit import downgrade_sqlite
 
-from durable_flow.store._memory import MemoryStore
 from durable_flow.store._protocols import CheckpointStore, Commit
 from durable_flow.store._segments import FANOUT, join_arrays, merge_block, merge_rows
-from durable_flow.store._sqlite import SqliteStore
+from durable_flow.store.memory._memory import MemoryStore
 from durable_flow.store.sql._migrate import HEAD_REVISION
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 from .builders import start_run, state_of
 
@@ -183,6 +184,7 @@ async def test_upgrading_merges_the_chunks_written_before_segments(
             sub = chain.sub("inner", at_index=5)
             for i in range(FANOUT + 1):
                 await store.commit(Commit(lease, checkpoint=sub.next(appends={"log": [i]})))
+    downgrade_sqlite(db, "0011")  # every migration since, by its own downgrade
     with sqlite3.connect(db) as conn:
         before = conn.execute("SELECT count(*) FROM log_chunks").fetchone()[0]
         conn.execute("UPDATE alembic_version SET version_num = '0004'")

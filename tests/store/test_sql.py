@@ -10,10 +10,10 @@ import pytest
 from durable_flow.errors import RunNotFoundError, UnknownRequestError
 from durable_flow.model._records import RunStatus
 from durable_flow.store._protocols import Claim, Commit, RunUpdate, StatusMark
-from durable_flow.store._sqlite import SQLITE, SqliteStore
 from durable_flow.store.sql import _base as _sql
 from durable_flow.store.sql._base import Execute, ExecuteMany, Fetch, FetchEach, Op
 from durable_flow.store.sql._tables import Statement, queries_for
+from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
 
 from .builders import make_run, request, start_run, task_write
 

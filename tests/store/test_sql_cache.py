@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import durable_flow
-from durable_flow.store._sqlite import SqliteStore
 from durable_flow.store.sql import _cache
 from durable_flow.store.sql._approval_queries import ApprovalQueries
 from durable_flow.store.sql._cache import (
@@ -34,6 +33,7 @@ from durable_flow.store.sql._decisions import approvals_of
 from durable_flow.store.sql._tables import Queries
 from durable_flow.store.sql._wait_queries import WaitQueries
 from durable_flow.store.sql._waits import waits_of
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 PACKAGE = Path(durable_flow.__file__).resolve().parent
 DIALECTS = ["sqlite", "postgresql"]
@@ -172,7 +172,7 @@ def test_every_module_that_builds_statements_is_part_of_the_key() -> None:
     builders = {f"store/sql/{p.name}" for p in sql.glob("*.py")
                 if re.search(r"^(from|import) sqlalchemy", p.read_text(encoding="utf-8"), re.M)}
     assert builders == {"store/sql/_schema.py", "store/sql/_tables.py", "store/sql/_wait_queries.py",
-                        "store/sql/_approval_queries.py"}
+                        "store/sql/_approval_queries.py", "store/sql/_flow_queries.py"}
     assert all((PACKAGE / source).is_file() for source in _cache.SOURCES)
     for source in builders:  # and what they import from the package
         assert _package_imports(source) <= set(_cache.SOURCES), source
@@ -194,6 +194,7 @@ def _package_imports(source: str) -> set[str]:
     return found
 
 
+@pytest.mark.process
 def test_cli_runs_with_a_warm_cache_imports_no_sqlalchemy(cache_dir: Path, tmp_path: Path) -> None:
     db = tmp_path / "head.db"
     asyncio.run(_setup(db))  # a database at the current schema

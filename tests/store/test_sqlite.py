@@ -16,9 +16,9 @@ import pytest
 from durable_flow.errors import CheckpointCorruptedError, SchemaVersionError, StoreError
 from durable_flow.model._records import RunStatus
 from durable_flow.store._protocols import Commit, RunUpdate
-from durable_flow.store._sqlite import SQLITE, SqliteStore
 from durable_flow.store.sql._migrate import HEAD_REVISION
 from durable_flow.store.sql._tables import METADATA, Statement, queries_for
+from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
 
 from .builders import Chain, make_run, start_run, state_of
 
@@ -82,12 +82,13 @@ async def test_a_newer_database_is_refused_naming_both_versions(tmp_path: Path) 
         await store.get_run("r1")
 
 
+@pytest.mark.process
 def test_opening_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> None:
     path = tmp_path / "fast.db"
     asyncio.run(_setup_and_close(path))
     script = """
         import asyncio, sys
-        from durable_flow.store._sqlite import SQLITE, SqliteStore
+        from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
         async def main():
             async with SqliteStore(sys.argv[1]) as store:
                 await store.list_runs()
@@ -185,7 +186,7 @@ _CHILD = """
     import asyncio, sys
     from datetime import UTC, datetime
     from durable_flow.model._records import RunStatus
-    from durable_flow.store._sqlite import SQLITE, SqliteStore
+    from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
     from durable_flow.store._protocols import (
         CheckpointMeta, CheckpointWrite, Claim, Commit, RunRecord)
     from durable_flow.errors import RunLockedError
@@ -247,6 +248,7 @@ def _race(path: Path, action: str, owners: list[str]) -> list[str]:
     return [out.strip() for out, _ in results]
 
 
+@pytest.mark.process
 def test_processes_contending_for_one_lease_exactly_one_wins(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
 
@@ -261,6 +263,7 @@ def test_processes_contending_for_one_lease_exactly_one_wins(tmp_path: Path) -> 
     assert sorted(lines) == ["locked " + winner] * 3 + ["won 1"]
 
 
+@pytest.mark.process
 def test_concurrent_commits_from_processes_never_hit_locked(tmp_path: Path) -> None:
     path = tmp_path / "busy.db"
     asyncio.run(_setup_and_close(path))

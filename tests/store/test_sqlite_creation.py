@@ -9,7 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from durable_flow.store._sqlite import SqliteStore
+import pytest
+
+from durable_flow.store.sqlite._sqlite import SqliteStore
 
 _ROUNDS = 25
 _PROCESSES = 6
@@ -64,6 +66,7 @@ def _round(procs: list[subprocess.Popen[str]], path: Path) -> list[str]:
     return answers
 
 
+@pytest.mark.process
 def test_processes_creating_one_new_file_at_once_all_complete_their_runs(
         tmp_path: Path) -> None:
     procs = [_start(f"p{i}") for i in range(_PROCESSES)]

@@ -20,7 +20,6 @@ import pytest
 
 from durable_flow.errors import StoreError
 from durable_flow.store._protocols import CheckpointMeta, Commit
-from durable_flow.store._sqlite import SQLITE, SqliteStore
 from durable_flow.store.sql._base import (
     Fetch,
     Tx,
@@ -29,6 +28,7 @@ from durable_flow.store.sql._base import (
     list_checkpoints_tx,
 )
 from durable_flow.store.sql._tables import Statement, queries_for
+from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
 
 from .builders import make_run, start_run, state_of
 
@@ -249,7 +249,7 @@ async def test_a_failing_close_still_closes_the_reader_and_stops_both_threads(
 
 async def test_the_log_is_checkpointed_beside_the_commits_not_inside_them(tmp_path: Path) -> None:
     """No commit pays for a checkpoint; the reader's thread keeps the log from growing."""
-    from durable_flow.store import _sqlite
+    from durable_flow.store.sqlite import _sqlite
 
     db = tmp_path / "wal.db"
     async with SqliteStore(db, synchronous="normal") as store:

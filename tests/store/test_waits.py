@@ -21,9 +21,9 @@ from durable_flow.store._protocols import (
     RequestRow,
     RunUpdate,
 )
-from durable_flow.store._sqlite import SQLITE, SqliteStore
 from durable_flow.store.sql._tables import queries_for
 from durable_flow.store.sql._waits import waits_of
+from durable_flow.store.sqlite._sqlite import SQLITE, SqliteStore
 
 from .builders import Chain, make_run, request, start_run, step, task_write
 

@@ -11,9 +11,9 @@ import safekit
 from test_examples import EXAMPLES, load
 
 from durable_flow import InvalidInputError, WorkflowBuilder
-from durable_flow.store._points import Point
 from durable_flow.testing import CrashSafetyError, assert_crash_safe
 from durable_flow.testing._crash import _compare, workflow_target
+from durable_flow.testing._points import Point
 
 pytestmark = pytest.mark.crash
 
@@ -98,3 +98,16 @@ def test_the_pytest_example_users_copy_passes(tmp_path: Path) -> None:
 async def test_the_orders_example_runs(tmp_path: Path) -> None:
     state = await load("orders").main(tmp_path / "orders.db")
     assert (state.reservation, state.receipt) == ("hold-book-2", "paid-book-24")
+
+
+def test_requests_for_a_role_are_answered_by_the_principal_given() -> None:
+    from durable_flow import Principal
+
+    with pytest.raises(CrashSafetyError, match="nobody was named"):
+        assert_crash_safe(safekit.approvals_workflow, answers={"approve": True})
+    with pytest.raises(CrashSafetyError, match="may not answer"):
+        assert_crash_safe(safekit.approvals_workflow, answers={"approve": True},
+                          by=Principal("bob", roles=("sales",)))
+    points = assert_crash_safe(safekit.approvals_workflow, answers={"approve": True},
+                               by=Principal("fay", roles=("finance",)))
+    assert points >= 4  # the start, the waiting mark, the answer, the step, the commits

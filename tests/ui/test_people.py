@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from durable_flow import NotAuthorizedError, Principal
-from durable_flow.runtime._passwords import hash_password, verify_password
+from durable_flow.runtime.people._passwords import hash_password, verify_password
 from durable_flow.ui._bearer import JwtVerifier
 
 
@@ -22,17 +22,26 @@ def test_passwords_are_argon2id_hashes_that_verify():
     assert hash_password("correct horse") != stored  # salted
 
 
+def later() -> int:
+    return int(time.time()) + 600
+
+
 def test_a_shared_key_jwt_names_the_principal_and_roles():
     verifier = JwtVerifier("k" * 32, public=False)
-    token = jwt.encode({"sub": "alice", "roles": ["finance"]}, "k" * 32, algorithm="HS256")
+    token = jwt.encode({"sub": "alice", "roles": ["finance"], "exp": later()}, "k" * 32,
+                       algorithm="HS256")
     assert verifier.principal(token) == Principal("alice", ("finance",))
-    assert verifier.principal(jwt.encode({"sub": "bob"}, "k" * 32)) == Principal("bob")
+    assert verifier.principal(jwt.encode({"sub": "bob", "exp": later()}, "k" * 32)) == Principal("bob")
 
 
 @pytest.mark.parametrize("claims", [
-    {"roles": ["finance"]},
-    {"sub": "alice", "roles": "finance"},
+    {"roles": ["finance"], "exp": later()},
+    {"sub": "alice", "roles": "finance", "exp": later()},
     {"sub": "alice", "exp": int(time.time()) - 60},
+    {"sub": "alice", "roles": ["finance"]},  # no exp: it would never expire
+    {"sub": "", "exp": later()},  # validly signed, names nobody
+    {"sub": "  ", "exp": later()},
+    {"sub": "alice", "roles": [" "], "exp": later()},
 ])
 def test_bad_tokens_are_refused(claims):
     with pytest.raises(NotAuthorizedError):
@@ -42,17 +51,18 @@ def test_bad_tokens_are_refused(claims):
 def test_a_token_signed_with_another_key_or_none_is_refused():
     verifier = JwtVerifier("k" * 32, public=False)
     with pytest.raises(NotAuthorizedError):
-        verifier.principal(jwt.encode({"sub": "a"}, "x" * 32))
+        verifier.principal(jwt.encode({"sub": "a", "exp": later()}, "x" * 32))
     with pytest.raises(NotAuthorizedError):
-        verifier.principal(jwt.encode({"sub": "a"}, None, algorithm="none"))
+        verifier.principal(jwt.encode({"sub": "a", "exp": later()}, None, algorithm="none"))
 
 
 def test_a_public_key_verifies_asymmetric_tokens():
     private = ec.generate_private_key(ec.SECP256R1())
     public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
                                                    serialization.PublicFormat.SubjectPublicKeyInfo)
-    token = jwt.encode({"sub": "sso-user", "roles": ["manager"]}, private, algorithm="ES256")
+    token = jwt.encode({"sub": "sso-user", "roles": ["manager"], "exp": later()}, private,
+                       algorithm="ES256")
     assert JwtVerifier(public_pem, public=True).principal(token) == Principal("sso-user", ("manager",))
     with pytest.raises(NotAuthorizedError):  # HS256 "signed" with the public key: the classic confusion
         JwtVerifier(public_pem, public=True).principal(
-            jwt.encode({"sub": "forged"}, b"x" * 32, algorithm="HS256"))
+            jwt.encode({"sub": "forged", "exp": later()}, b"x" * 32, algorithm="HS256"))

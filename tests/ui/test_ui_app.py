@@ -15,7 +15,7 @@ import uikit
 from typer.testing import CliRunner
 
 from durable_flow import MemoryStore, RunStatus, Runtime
-from durable_flow.build._diagram import to_mermaid
+from durable_flow.building._diagram import to_mermaid
 from durable_flow.cli import app as cli_app
 from durable_flow.ui import _pages as pages
 from durable_flow.ui import create_app
@@ -293,6 +293,19 @@ async def test_api_writes_must_be_json(store_factory: Callable[[], Any]) -> None
         assert (await client.get(f"/api/runs/{result.run_id}")).json()["status"] == "waiting"
 
 
+async def test_unknown_api_routes_and_methods_answer_in_the_error_envelope() -> None:
+    async with serving(MemoryStore()) as client:
+        missing = await client.get("/api/nothing-here")
+        assert missing.status_code == 404
+        assert missing.json() == {"error": "NotFound", "request_id": None,
+                                  "message": "no API route GET /api/nothing-here"}
+        wrong = await client.put("/api/inbox", json={})
+        assert wrong.status_code == 405 and wrong.json()["error"] == "MethodNotAllowed"
+        assert "GET" in wrong.headers["allow"]  # the response's own headers are kept
+        page = await client.get("/no-such-page")  # pages keep their own answer
+        assert page.status_code == 404 and "error" not in page.text.lower()[:20]
+
+
 # -- security --------------------------------------------------------------------------------------
 
 
@@ -377,6 +390,7 @@ def test_namespaces_form_a_tree_with_instances_shown_as_given() -> None:
     assert tree.children[1].children[0].children[0].namespace == "audit.deep.deeper"
 
 
+@pytest.mark.process
 def test_importing_the_package_does_not_load_the_web_stack() -> None:
     code = "import sys, durable_flow; print(sorted({'fastapi', 'jinja2', 'uvicorn'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

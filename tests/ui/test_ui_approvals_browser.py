@@ -20,7 +20,9 @@ import uikit
 from playwright.sync_api import Browser, Page, expect
 
 from durable_flow import Runtime, SqliteStore
-from durable_flow.runtime._users import Users
+from durable_flow.runtime.people._users import Users
+
+pytestmark = pytest.mark.browser
 
 TOKEN = "browser-admin-token"
 SECRET = "browser-link-secret"

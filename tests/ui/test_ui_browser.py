@@ -27,6 +27,8 @@ from durable_flow import (
     WorkflowBuilder,
 )
 
+pytestmark = pytest.mark.browser
+
 TOKEN = "browser-token-123"
 
 

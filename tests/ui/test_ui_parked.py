@@ -53,7 +53,7 @@ async def test_the_api_snapshot_carries_the_parked_tasks(
         head = (await client.get(f"/api/runs/{run.run_id}")).json()["head_checkpoint_id"]
         snap = (await client.get(f"/api/runs/{run.run_id}/checkpoints/{head}")).json()
     assert snap["parked"] == [{"node": "approve", "kind": "request", "waits_for": [request.id],
-                               "since_superstep": 2, "wake_at": None}]
+                               "since_superstep": 2, "wake_at": None, "events": []}]
     assert sorted(snap["values"]["notes"]) == ["checked", "market"]
     async with serving(store_factory()) as client:
         history = (await client.get(f"/api/runs/{run.run_id}/history")).json()["checkpoints"]

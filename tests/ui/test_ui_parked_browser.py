@@ -14,6 +14,8 @@ from playwright.sync_api import Browser, Page, expect
 
 from durable_flow import RunStatus, Runtime, SqliteStore
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:

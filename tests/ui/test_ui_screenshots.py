@@ -7,6 +7,10 @@ import struct
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+pytestmark = pytest.mark.browser
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PNG = b"\x89PNG\r\n\x1a\n"
 

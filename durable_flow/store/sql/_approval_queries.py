@@ -20,6 +20,7 @@ __all__ = ["ApprovalQueries", "compiled_approvals"]
 DECISIONS: Table = METADATA.tables["decisions"]
 NOTIFICATIONS: Table = METADATA.tables["notifications"]
 USERS: Table = METADATA.tables["users"]
+SESSIONS: Table = METADATA.tables["sessions"]
 
 
 def _where(table: Table, *names: str) -> list[Any]:
@@ -43,6 +44,13 @@ class ApprovalQueries:
         self.dec_last = c(select(dec.c.seq, dec.c.digest).where(*_where(dec, "run_id"))
                           .order_by(dec.c.seq.desc()).limit(1))
         self.dec_insert = c(d.insert(dec).values(_binds(dec)))
+        runs = METADATA.tables["runs"]  # the chain's anchor (migration 0014)
+        self.anchor_get = c(select(runs.c.audit_count, runs.c.audit_head, runs.c.audit_root)
+                            .where(*_where(runs, "run_id")))
+        self.anchor_set = c(update(runs).where(*_where(runs, "run_id")).values(
+            audit_count=bindparam("count"), audit_head=bindparam("head")))
+        self.anchor_root = c(update(runs).where(*_where(runs, "run_id")).values(
+            audit_head=bindparam("root"), audit_root=bindparam("root")))
         self.dec_list = c(select(dec).where(*_where(dec, "run_id")).order_by(dec.c.seq))
         self.req_set_approval = c(update(REQUESTS).where(
             *_where(REQUESTS, "run_id", "request_id")).values(
@@ -78,6 +86,14 @@ class ApprovalQueries:
             roles=bindparam("new_roles")))
         self.user_with_email = c(select(users).where(users.c.email.is_not(None))
                                  .order_by(users.c.name))
+        self.user_set_password = c(update(users).where(*_where(users, "name")).values(
+            password_hash=bindparam("new_hash")))
+        ses = SESSIONS
+        self.ses_insert = c(d.insert(ses).values(_binds(ses)))
+        self.ses_get = c(select(ses).where(*_where(ses, "id_hash")))
+        self.ses_delete = c(delete(ses).where(*_where(ses, "id_hash")))
+        self.ses_delete_user = c(delete(ses).where(*_where(ses, "user_name")))
+        self.ses_expire = c(delete(ses).where(ses.c.expires_at <= bindparam("now")))
 
 
 @cache

@@ -1,4 +1,4 @@
-"""``SqlApprovals``: the SQL store's approvals methods (policy answers, reassignments, outbox, users).
+"""``SqlApprovals``: the SQL store's approvals methods (answers by policy, outbox, users, sessions).
 
 A mixin of :class:`~durable_flow.store.sql._base.SqlStore`; each method is
 one transaction of :mod:`~durable_flow.store.sql._outbox`.
@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._outbox_rows import NotificationRow, UserRow
+from .._outbox_rows import NotificationRow, SessionRow, UserRow
 from .._protocols import Lease, RequestRow
 from ._outbox import (
     add_user_tx,
@@ -26,6 +26,7 @@ from ._outbox import (
     remove_user_tx,
     set_roles_tx,
 )
+from ._sessions import end_session_tx, get_session_tx, set_password_tx, start_session_tx
 
 if TYPE_CHECKING:
     from ._ops import Driver
@@ -96,3 +97,21 @@ class SqlApprovals:
     async def set_user_roles(self, name: str, roles: tuple[str, ...]) -> bool:
         """Replace a person's roles; False when there is no such person."""
         return await self.driver.run(partial(set_roles_tx, self._q, name, roles), write=True)
+
+    async def set_user_password(self, name: str, password_hash: str) -> bool:
+        """Replace a person's password hash and end their sessions; False when there is none."""
+        return await self.driver.run(partial(set_password_tx, self._q, name, password_hash),
+                                     write=True)
+
+    async def start_session(self, session: SessionRow) -> None:
+        """Keep a new web session (expired ones are dropped on the way)."""
+        await self.driver.run(partial(start_session_tx, self._q, session), write=True)
+
+    async def get_session(self, id_hash: str) -> SessionRow | None:
+        """The web session with this id hash, or None."""
+        return await self.driver.run(partial(get_session_tx, self._q, id_hash), write=False)
+
+    async def end_session(self, id_hash: str) -> bool:
+        """End one web session; False when there was none."""
+        return await self.driver.run(partial(end_session_tx, self._q, id_hash), write=True,
+                                     idempotent=True)

@@ -26,10 +26,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Self
 
+from ...model._audit import AuditAnchor
 from ...model._budget import Budget, RunUsage
 from ...model._decisions import Decision
 from ...model._records import ErrorInfo, PendingRequest, RunStatus
-from .._approval_rows import Answerer
+from .._approval_rows import Answerer, DecisionDraft
 from .._protocols import (
     CheckpointMeta,
     CheckpointWrite,
@@ -47,7 +48,9 @@ from .._protocols import (
 )
 from ._approvals_api import SqlApprovals
 from ._cache import statements_for
-from ._decisions import decisions_tx
+from ._decisions import audit_trail_tx, decisions_tx
+from ._fleet import RunFilter, pause_tx, retry_tx, select_runs_tx, unpause_tx
+from ._flow import SqlFlow
 from ._inbox import pending_views_tx
 from ._ops import (
     RUNS_CHANNEL,
@@ -122,7 +125,7 @@ _PRUNE_PAGE = 200
 # -- the store --------------------------------------------------------------------------
 
 
-class SqlStore(SqlApprovals, abc.ABC):
+class SqlStore(SqlApprovals, SqlFlow, abc.ABC):
     """``CheckpointStore`` over SQL: every method is one transaction on the driver.
 
     Subclasses open the backend in ``setup`` and provide :attr:`driver`.
@@ -132,6 +135,7 @@ class SqlStore(SqlApprovals, abc.ABC):
         # the compiled statements of the dialect ("sqlite", "postgresql"), from the
         # statement cache when it has them (then SQLAlchemy is not even imported)
         self._q = statements_for(dialect)
+        self._dialect_name = dialect  # schedules and limits compile theirs on first use
 
     @property
     @abc.abstractmethod
@@ -156,22 +160,43 @@ class SqlStore(SqlApprovals, abc.ABC):
     async def create_run(
         self, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
         *, task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
-        requests: Sequence[RequestRow] = (),
+        requests: Sequence[RequestRow] = (), decisions: Sequence[DecisionDraft] = (),
     ) -> None:
         """Insert a run with its first checkpoint(s), their recorded rows and lease atomically."""
         await self.driver.run(partial(create_run_tx, self._q, run, checkpoints, lease, task_writes,
-                                            steps, requests), write=True)
+                                      steps, requests, decisions), write=True)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Return the run row, or None."""
         return await self.driver.run(partial(get_run_tx, self._q, run_id), write=False)
 
     async def list_runs(
-        self, *, status: RunStatus | None = None, workflow_name: str | None = None
+        self, *, status: RunStatus | None = None, workflow_name: str | None = None,
+        labels: Mapping[str, str] | None = None, since: datetime | None = None,
+        until: datetime | None = None, limit: int | None = None,
     ) -> list[RunRecord]:
         """Runs matching the filters, newest first."""
+        if labels or since is not None or until is not None or limit is not None:
+            f = RunFilter(status, workflow_name, labels, since, until, limit)
+            return await self.driver.run(partial(select_runs_tx, self._q, f), write=False)
         return await self.driver.run(partial(list_runs_tx, self._q, status, workflow_name),
                                      write=False)
+
+    async def pause_run(self, run_id: str, *, reason: str | None = None,
+                        decision: DecisionDraft | None = None,
+                        error: ErrorInfo | None = None) -> RunRecord:
+        """Pause the run (see ``RunStore.pause_run``)."""
+        return await self.driver.run(partial(pause_tx, self._q, run_id, reason, decision, error),
+                                     write=True)
+
+    async def unpause_run(self, run_id: str, *,
+                          decision: DecisionDraft | None = None) -> RunRecord:
+        """Make a paused run claimable again (see ``RunStore.unpause_run``)."""
+        return await self.driver.run(partial(unpause_tx, self._q, run_id, decision), write=True)
+
+    async def retry_run(self, run_id: str) -> RunRecord:
+        """Queue a failed run again for a worker (see ``RunStore.retry_run``)."""
+        return await self.driver.run(partial(retry_tx, self._q, run_id), write=True)
 
     async def claim(self, claim: Claim) -> Lease:
         """Take ownership of a run in one transaction (see ``RunStore.claim``)."""
@@ -215,6 +240,11 @@ class SqlStore(SqlApprovals, abc.ABC):
         return await self.driver.run(partial(decisions_tx, self._q, run_id), write=False,
                                      idempotent=True)
 
+    async def audit_trail(self, run_id: str) -> tuple[AuditAnchor, list[Decision]]:
+        """The run's anchor and decisions in one read (see ``DecisionLog.audit_trail``)."""
+        return await self.driver.run(partial(audit_trail_tx, self._q, run_id), write=False,
+                                     idempotent=True)
+
     async def add_usage(self, lease: Lease, usage: RunUsage) -> RunUsage:
         """Add one model call's usage to the run's totals, in its own transaction."""
         return await self.driver.run(partial(add_usage_tx, self._q, lease, usage), write=True)
@@ -224,9 +254,9 @@ class SqlStore(SqlApprovals, abc.ABC):
         await self.driver.run(partial(set_budget_tx, self._q, lease, budget), write=True,
                               idempotent=True)
 
-    async def cancel_run(self, run_id: str) -> RunRecord:
-        """Mark the run cancelled, fence out any holder, close its requests."""
-        return await self.driver.run(partial(cancel_run_tx, self._q, run_id), write=True)
+    async def cancel_run(self, run_id: str, decision: DecisionDraft | None = None) -> RunRecord:
+        """Mark the run cancelled, fence out any holder, close its requests (and record it)."""
+        return await self.driver.run(partial(cancel_run_tx, self._q, run_id, decision), write=True)
 
     async def commit(self, commit: Commit) -> None:
         """Write a commit in one transaction; ``LeaseLostError`` writes nothing."""
@@ -384,5 +414,5 @@ class SqlStore(SqlApprovals, abc.ABC):
         """Write a run's rows back in one transaction; ``RunExistsError`` if its id is taken."""
         from ._transfer import import_rows_tx, transfer_queries
 
-        await self.driver.run(partial(import_rows_tx, transfer_queries(self._q.dialect), rows),
-                              write=True)
+        await self.driver.run(partial(import_rows_tx, transfer_queries(self._q.dialect), rows,
+                                      self._q), write=True)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from ... import __version__
+from ..._version import __version__
 from ._statement import Statement
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ CACHE_ENV = "DURABLE_FLOW_CACHE_DIR"
 #: Every module the statement modules import is here too (a test checks it).
 SOURCES = ("store/sql/_cache.py", "store/sql/_statement.py", "store/sql/_schema.py",
            "store/sql/_tables.py", "store/sql/_wait_queries.py", "store/sql/_codec.py",
-           "model/_records.py", "model/_budget.py", "store/sql/_approval_queries.py")
+           "model/_records.py", "model/_budget.py", "store/sql/_approval_queries.py",
+           "store/sql/_flow_queries.py")
 _FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent
 _LIBRARIES = ("sqlalchemy", "sqlmodel")

@@ -9,11 +9,16 @@
   written with orjson.
 
 A row that cannot be read back raises ``CheckpointCorruptedError`` naming its
-run and checkpoint.
+run and checkpoint. A checkpoint row carries ``row_digest`` (migration 0019), a
+CRC-32 of its columns as written but ``status`` and ``error``, which a later commit
+marks and which ``status_digest`` covers, set with them: a changed item count,
+version, next task or digest is damage every read reports, never a state that
+loads short.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
@@ -36,8 +41,10 @@ __all__ = [
     "request_from_row",
     "request_params",
     "requests_from_tuples",
+    "row_digest",
     "run_from_row",
     "run_params",
+    "status_digest",
     "task_write_from_row",
     "to_us",
 ]
@@ -168,7 +175,46 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "usd": run.usage.usd,
         "budget_tokens": None if run.budget is None else run.budget.max_tokens,
         "budget_usd": None if run.budget is None else run.budget.max_usd,
+        "started_by": run.started_by,
+        "access": access_json(run.operators, run.viewers),
+        "audit_count": 0, "audit_head": "", "audit_root": "",  # set with the run's decisions
+        "paused_from": None if run.paused_from is None else run.paused_from.value,
+        "pause_reason": run.pause_reason, "labels": labels_json(run.labels),
     }
+
+
+def access_json(operators: tuple[str, ...], viewers: tuple[str, ...]) -> str | None:
+    """The ``runs.access`` column: the roles that operate and read the run (None: none)."""
+    if not operators and not viewers:
+        return None
+    return _dumps({"operators": list(operators), "viewers": list(viewers)})
+
+
+def _access(raw: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if raw is None:
+        return (), ()
+    data = orjson.loads(raw)
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), list) and all(isinstance(n, str) for n in data[k])
+            for k in ("operators", "viewers")):
+        raise TypeError("access is not a JSON object of operators and viewers role lists")
+    return tuple(data["operators"]), tuple(data["viewers"])
+
+
+def labels_json(labels: Mapping[str, str]) -> str | None:
+    """A run's labels as the ``runs.labels`` column holds them (NULL for none)."""
+    return _dumps(dict(sorted(labels.items()))) if labels else None
+
+
+def labels_of(raw: str | None) -> dict[str, str]:
+    """A run's labels from its ``runs.labels`` column; ``TypeError`` unless strings to strings."""
+    if raw is None:
+        return {}
+    data = orjson.loads(raw)
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise TypeError("labels is not a JSON object of strings")
+    return data
 
 
 def budget_of(tokens: Any, usd: Any) -> Budget | None:
@@ -218,6 +264,10 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             usage=RunUsage(int(row["input_tokens"]), int(row["output_tokens"]),
                            float(row["usd"])),
             budget=budget_of(row["budget_tokens"], row["budget_usd"]),
+            started_by=row.get("started_by"),
+            operators=_access(row.get("access"))[0], viewers=_access(row.get("access"))[1],
+            paused_from=None if row["paused_from"] is None else _status(row["paused_from"]),
+            pause_reason=row["pause_reason"], labels=labels_of(row["labels"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",
@@ -228,8 +278,8 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
 
 
 def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
-    """The ``checkpoints`` columns of a checkpoint's metadata."""
-    return {
+    """The ``checkpoints`` columns of a checkpoint's metadata, its ``row_digest`` last."""
+    params: dict[str, object] = {
         "run_id": meta.run_id, "checkpoint_id": meta.id, "thread": meta.thread,
         "namespace": meta.namespace, "parent_id": meta.parent_id, "seq": meta.seq,
         "superstep": meta.superstep, "created_at": to_us(meta.created_at),
@@ -244,6 +294,26 @@ def checkpoint_params(meta: CheckpointMeta) -> dict[str, object]:
         "parked": _parked_json(meta.parked),
         "digests": _dumps({k: list(v) for k, v in meta.digests.items()}) if meta.digests else None,
     }
+    params["row_digest"] = row_digest(params)
+    params["status_digest"] = status_digest(meta.run_id, meta.id, params["status"],
+                                            params["error"])
+    return params
+
+
+# the columns a checkpoint's digest covers: every one but those a later commit marks
+_SEALED = ("run_id", "checkpoint_id", "thread", "namespace", "parent_id", "seq", "superstep",
+           "created_at", "source", "nodes", "routing_reason", "next_tasks", "joins",
+           "value_versions", "log_lengths", "size", "task_args", "parked", "digests")
+
+
+def row_digest(row: Mapping[str, Any]) -> int:
+    """The CRC-32 of a checkpoint row's sealed columns, as written (text, ints, NULLs)."""
+    return zlib.crc32(orjson.dumps([row[c] for c in _SEALED]))
+
+
+def status_digest(run_id: str, checkpoint_id: str, status: object, error: object) -> int:
+    """The CRC-32 of a checkpoint's ``status`` and ``error`` cells, set with them on a mark."""
+    return zlib.crc32(orjson.dumps([run_id, checkpoint_id, status, error]))
 
 
 def _parked_json(parked: Sequence[ParkedRow]) -> str | None:
@@ -251,7 +321,8 @@ def _parked_json(parked: Sequence[ParkedRow]) -> str | None:
     if not parked:
         return None
     return orjson.dumps([{"task": p.task, "anchor": p.anchor, "superstep": p.superstep,
-                          "arg": orjson.Fragment(p.arg) if p.arg is not None else None}
+                          "arg": orjson.Fragment(p.arg) if p.arg is not None else None,
+                          **({"recorded": p.recorded} if p.recorded is not None else {})}
                          for p in parked]).decode()
 
 
@@ -266,7 +337,8 @@ def _parked(raw: str | None) -> tuple[ParkedRow, ...]:
         raise TypeError("expected a JSON list")
     return tuple(ParkedRow(task=str(d["task"]), anchor=str(d["anchor"]),
                            superstep=_count(d["superstep"]),
-                           arg=None if d.get("arg") is None else orjson.dumps(d["arg"]))
+                           arg=None if d.get("arg") is None else orjson.dumps(d["arg"]),
+                           recorded=None if d.get("recorded") is None else str(d["recorded"]))
                  for d in data)
 
 
@@ -315,6 +387,22 @@ def checkpoint_from_row(row: Mapping[str, Any]) -> CheckpointMeta:
         except (ValueError, TypeError, KeyError, OverflowError) as exc:
             raise CheckpointCorruptedError(
                 run_id, checkpoint_id, f"column {column!r} cannot be read: {exc}") from exc
+    # every cell reads: the row as a whole must be the one written
+    sealed = row.get("row_digest")
+    if sealed is not None:  # NULL: written before migration 0019
+        try:
+            same = row_digest(row) == sealed
+        except (TypeError, KeyError) as exc:  # a cell a driver hands back as no JSON type
+            raise CheckpointCorruptedError(
+                run_id, checkpoint_id, f"the checkpoint row cannot be read: {exc}") from exc
+        if same and row.get("status_digest") is not None:
+            same = status_digest(run_id, checkpoint_id, row["status"],
+                                 row["error"]) == row["status_digest"]
+        if not same:
+            raise CheckpointCorruptedError(
+                run_id, checkpoint_id,
+                "the checkpoint row does not match its digest: a column was changed after "
+                "it was written")
     return CheckpointMeta(
         id=checkpoint_id, run_id=run_id, thread=row["thread"], namespace=row["namespace"],
         parent_id=row["parent_id"], routing_reason=row["routing_reason"],

@@ -30,6 +30,7 @@ from .._protocols import Lease, RequestRow
 from . import _codec as t
 from ._decisions import approvals_of, record_decisions_tx
 from ._ops import Tx, execute, execute_many, fetch, lock_run
+from ._sessions import end_user_sessions_tx
 from ._shared import check_lease
 
 if TYPE_CHECKING:
@@ -64,6 +65,25 @@ def deadlines_tx(q: Queries, run_id: str, now: datetime) -> Tx[bool]:
     yield from record_decisions_tx(q, run_id, drafts)
     yield from notices_tx(q, notices)
     return bool(due)
+
+
+def withdraw_tx(q: Queries, run_id: str, ids: Sequence[str], now: datetime) -> Tx[None]:
+    """Close the open waits ``ids`` unanswered; each request to a person gets a "withdrawn" decision."""
+    a = approvals_of(q)
+    drafts: list[DecisionDraft] = []
+    for rid in ids:
+        rows = yield from fetch(q.req_get, run_id=run_id, request_id=rid)
+        if not rows:
+            continue
+        row = t.request_from_row(rows[0])
+        if row.answer is not None:
+            continue  # answered (or closed) meanwhile: that stays as it was
+        yield from execute(a.req_close, run_id=run_id, request_id=rid, closed=CLOSED,
+                           now=t.to_us(now))
+        if row.kind == "request":
+            drafts.append(DecisionDraft(row.id, row.node, "withdrawn", None, None, "runtime", now,
+                                        None, _payload(row)))
+    yield from record_decisions_tx(q, run_id, drafts)
 
 
 def notices_tx(q: Queries, notices: Sequence[NotificationRow]) -> Tx[None]:
@@ -168,14 +188,18 @@ def list_users_tx(q: Queries) -> Tx[list[UserRow]]:
 
 
 def remove_user_tx(q: Queries, name: str) -> Tx[bool]:
-    """Remove a person; False when there was none."""
+    """Remove a person and end their sessions; False when there was none."""
+    yield from end_user_sessions_tx(q, name)
     return bool((yield from execute(approvals_of(q).user_delete, name=name)))
 
 
 def set_roles_tx(q: Queries, name: str, roles: tuple[str, ...]) -> Tx[bool]:
-    """Replace a person's roles; False when there is no such person."""
-    return bool((yield from execute(approvals_of(q).user_set_roles, name=name,
-                                    new_roles=orjson.dumps(list(roles)).decode())))
+    """Replace a person's roles and end their sessions; False when there is no such person."""
+    changed = bool((yield from execute(approvals_of(q).user_set_roles, name=name,
+                                       new_roles=orjson.dumps(list(roles)).decode())))
+    if changed:
+        yield from end_user_sessions_tx(q, name)
+    return changed
 
 
 def _notice_params(n: NotificationRow) -> dict[str, object]:

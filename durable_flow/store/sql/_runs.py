@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from ...errors import (
 )
 from ...model._clock import utcnow
 from ...model._records import ErrorInfo, RunStatus
-from .._approval_rows import Answerer
+from .._approval_rows import Answerer, DecisionDraft
 from .._machine import (
     after_answers,
     after_claim,
@@ -22,6 +23,7 @@ from .._machine import (
     after_start_failure,
     created,
     failed_start_error,
+    paused_next,
 )
 from .._protocols import (
     CheckpointWrite,
@@ -37,7 +39,8 @@ from .._protocols import (
     claimed_record,
 )
 from . import _codec as t
-from ._decisions import permitted_drafts, record_decisions_tx
+from ._decisions import fork_root_tx, permitted_drafts, record_decisions_tx
+from ._fleet import insert_labels_tx
 from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each, lock_run
 from ._shared import (
     insert_checkpoint,
@@ -59,9 +62,9 @@ if TYPE_CHECKING:
 def create_run_tx(
     q: Queries, run: RunRecord, checkpoints: Sequence[CheckpointWrite], lease: Lease | None,
     task_writes: Sequence[TaskWrite] = (), steps: Sequence[StepRow] = (),
-    requests: Sequence[RequestRow] = (),
+    requests: Sequence[RequestRow] = (), decisions: Sequence[DecisionDraft] = (),
 ) -> Tx[None]:
-    """Insert a run, its first checkpoints, their recorded rows and its lease.
+    """Insert a run, its first checkpoints, their recorded rows, its lease and first decisions.
 
     ``RunExistsError`` if the run exists.
     """
@@ -72,6 +75,8 @@ def create_run_tx(
         params.update(lease_owner=lease.owner, lease_epoch=lease.epoch,
                       lease_expires_at=t.to_us(lease.expires_at))
     yield from execute(q.run_insert, **params)
+    if run.forked_from is not None:  # the fork's audit chain goes on from its source's head
+        yield from fork_root_tx(q, run.run_id, run.forked_from.run_id)
     for cp in checkpoints:
         yield from insert_checkpoint(q, cp)
     yield from save_task_writes(q, task_writes)
@@ -79,6 +84,8 @@ def create_run_tx(
         {"run_id": s.run_id, "checkpoint_id": s.checkpoint_id, "node": s.node, "name": s.name,
          "data": s.data, "created_at": t.to_us(s.created_at)} for s in steps])
     yield from execute_many(q.req_insert, [t.request_params(r, run.run_id) for r in requests])
+    yield from record_decisions_tx(q, run.run_id, decisions)
+    yield from insert_labels_tx(q, run)
     if created(run.status).notify:
         yield Notify(run.run_id)
 
@@ -228,11 +235,14 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes],
     # a parked task with nothing left to wait for can go on, whatever else still waits
     busy = {(w["checkpoint_id"], w["node"]) for w in waits}
     freed = any(r["parked"] and (r["checkpoint_id"], r["node"]) not in busy for r in asked)
-    nxt = after_answers(run.status, requests_open=bool(still_open), parked_freed=freed)
-    if nxt.status is not run.status:
+    nxt = after_answers(run.paused_from or run.status, requests_open=bool(still_open),
+                        parked_freed=freed)
+    if (back := paused_next(run, nxt)) is not None:  # recorded; it goes on after unpause
+        yield from execute(q.run_set_paused_from, run_id=run_id, from_status=back.value)
+    elif run.status is not RunStatus.PAUSED and nxt.status is not run.status:
         yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
-    if nxt.notify:
+    if nxt.notify and run.status is not RunStatus.PAUSED:
         yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 
@@ -240,10 +250,13 @@ def respond_tx(q: Queries, run_id: str, answers: Mapping[str, bytes],
 def renew_lease_tx(q: Queries, lease: Lease, ttl: float) -> Tx[Lease]:
     """Push the expiry of a lease we still hold."""
     renewed = Lease(lease.run_id, lease.owner, lease.epoch, utcnow() + timedelta(seconds=ttl))
-    if not (yield from execute(q.lease_renew, run_id=lease.run_id, epoch=lease.epoch,
-                               owner=lease.owner, expires=t.to_us(renewed.expires_at))):
+    rows = yield from fetch(q.lease_renew_status, run_id=lease.run_id, epoch=lease.epoch,
+                            owner=lease.owner, expires=t.to_us(renewed.expires_at))
+    if not rows:
         yield from lease_lost(q, lease)
-    return renewed
+    # the holder of a run paused meanwhile stops after its superstep in flight
+    paused = rows[0]["status"] == RunStatus.PAUSED.value
+    return replace(renewed, paused=True) if paused else renewed
 
 
 def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None]:
@@ -258,8 +271,8 @@ def release_lease_tx(q: Queries, lease: Lease, requeue: bool = False) -> Tx[None
         yield Notify(lease.run_id)
 
 
-def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
-    """Cancel, fence out the holder (epoch + 1) and close the open requests."""
+def cancel_run_tx(q: Queries, run_id: str, decision: DecisionDraft | None = None) -> Tx[RunRecord]:
+    """Cancel, fence out the holder (epoch + 1), close the open requests, record ``decision``."""
     rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
         raise RunNotFoundError(run_id)
@@ -268,6 +281,8 @@ def cancel_run_tx(q: Queries, run_id: str) -> Tx[RunRecord]:
         raise RunNotResumableError(run_id, status.value)
     yield from execute(q.run_cancel, run_id=run_id, now=now_us())
     yield from execute(q.req_drop_open, run_id=run_id)
+    if decision is not None:
+        yield from record_decisions_tx(q, run_id, [decision])
     rows = yield from fetch(q.run_get, run_id=run_id)
     return t.run_from_row(rows[0])
 

@@ -18,12 +18,17 @@ __all__ = [
     "ChannelValueTable",
     "CheckpointTable",
     "DecisionTable",
+    "GrantTable",
     "GraphTable",
+    "LimitTable",
     "LogChunkTable",
     "MailTable",
     "NotificationTable",
     "RequestTable",
+    "RunLabelTable",
     "RunTable",
+    "ScheduleTable",
+    "SessionTable",
     "StepTable",
     "StreamTable",
     "TaskWriteTable",
@@ -82,6 +87,18 @@ class RunTable(_TableModel, table=True):
     usd: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
     budget_tokens: int | None = Field(default=None, sa_type=BigInteger)
     budget_usd: float | None = Field(default=None, sa_type=Float)
+    # added by migration 0012: who started it, and the roles that operate and read it
+    started_by: str | None = None
+    access: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0014: the audit chain's anchor (decisions recorded, the last one's
+    # digest, written with each decision) and the digest it starts from (a fork: its source's)
+    audit_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    audit_head: str = Field(default="", sa_type=Text, sa_column_kwargs={"server_default": ""})
+    audit_root: str = Field(default="", sa_type=Text, sa_column_kwargs={"server_default": ""})
+    # added by migration 0017: where a paused run goes back to, why it was paused, its labels
+    paused_from: str | None = None
+    pause_reason: str | None = Field(default=None, sa_type=Text)
+    labels: str | None = Field(default=None, sa_type=Text)
 
 
 class CheckpointTable(_TableModel, table=True):
@@ -117,6 +134,10 @@ class CheckpointTable(_TableModel, table=True):
     parked: str | None = Field(default=None, sa_type=Text)
     # added by migration 0011: {channel: [crc32, length]} of the bytes the engine wrote
     digests: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0019: a CRC-32 of the columns above but status and error, and
+    # one of those two, set with them when a commit marks the checkpoint
+    row_digest: int | None = Field(default=None, sa_type=BigInteger)
+    status_digest: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class ChannelValueTable(_TableModel, table=True):
@@ -220,6 +241,17 @@ class MailTable(_TableModel, table=True):
     delivered_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
+class RunLabelTable(_TableModel, table=True):
+    """One label of a run (``RunInfo.labels``), so that runs are found by label through an index."""
+
+    __tablename__ = "run_labels"
+    __table_args__ = (Index("ix_run_labels_key_value", "key", "value", "run_id"),)
+
+    run_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    value: str
+
+
 class GraphTable(_TableModel, table=True):
     """The description (JSON) of a graph runs were started with, by its signature."""
 
@@ -302,3 +334,81 @@ class UserTable(_TableModel, table=True):
     roles: str = Field(sa_type=Text)
     email: str | None = None
     created_at: int = Field(sa_type=BigInteger)
+
+
+class SessionTable(_TableModel, table=True):
+    """A web login: the sha256 of its random id (never the id), whose it is, until when.
+
+    ``user_name`` is NULL for a login with the admin token. Removing a user,
+    changing their roles or password deletes their rows.
+    """
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_user", "user_name"),)
+
+    id_hash: str = Field(primary_key=True)
+    user_name: str | None = None
+    created_at: int = Field(sa_type=BigInteger)
+    expires_at: int = Field(sa_type=BigInteger)
+# -- schedules and limits (migration 0016) -----------------------------------------------
+
+
+class ScheduleTable(_TableModel, table=True):
+    """A cron schedule: workers start a run of it for every due tick, once.
+
+    ``next_tick`` is the first tick not started yet (microseconds, UTC);
+    ``input`` and ``labels`` are JSON text.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_due", "paused", "next_tick"),)
+
+    schedule_id: str = Field(primary_key=True)
+    workflow_name: str
+    workflow_version: str
+    cron: str
+    timezone: str
+    catch_up: str
+    input: str = Field(sa_type=Text)
+    labels: str = Field(sa_type=Text)
+    paused: bool = Field(default=False, sa_type=Boolean,
+                         sa_column_kwargs={"server_default": false()})
+    next_tick: int = Field(sa_type=BigInteger)
+    last_tick: int | None = Field(default=None, sa_type=BigInteger)
+    created_at: int = Field(sa_type=BigInteger)
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class LimitTable(_TableModel, table=True):
+    """One row per named limit: locked while a grant is decided; holds a provider's pause."""
+
+    __tablename__ = "limits"
+
+    name: str = Field(primary_key=True)
+    paced_until: int | None = Field(default=None, sa_type=BigInteger)
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class GrantTable(_TableModel, table=True):
+    """A task's use of a limit: waiting (``granted_at`` NULL), held, or released.
+
+    ``expires_at`` is a lease: the row of a worker that died stops counting
+    once it passed. Released rows are kept for a while for the rate windows.
+    """
+
+    __tablename__ = "limit_grants"
+    __table_args__ = (Index("ix_grants_live", "name", "released_at", "expires_at"),
+                      Index("ix_grants_rate", "name", "granted_at"),
+                      Index("ix_grants_run", "run_id"))
+
+    id: str = Field(primary_key=True)
+    name: str
+    run_id: str
+    task: str
+    owner: str
+    requested_at: int = Field(sa_type=BigInteger)
+    granted_at: int | None = Field(default=None, sa_type=BigInteger)
+    expires_at: int = Field(sa_type=BigInteger)
+    released_at: int | None = Field(default=None, sa_type=BigInteger)
+    # the concurrency the request was made under, to show a wait ("2 of 2 in use")
+    capacity: int | None = None

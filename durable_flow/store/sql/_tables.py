@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Update,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -56,6 +57,7 @@ from ._codec import (
     requests_from_tuples,
     run_from_row,
     run_params,
+    status_digest,
     task_write_from_row,
     to_us,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "run_from_row",
     "run_params",
     "schema_ddl",
+    "status_digest",
     "task_write_from_row",
     "to_us",
 ]
@@ -182,6 +185,11 @@ class Queries:
                            .with_for_update())
         self.lease_renew = c(update(runs).where(*lease).values(
             lease_expires_at=bindparam("expires")))
+        # the same renewal returning the run's status, so that a holder learns in the same
+        # round trip that its run was paused (no row: the lease is lost)
+        renew = compile_statement(update(runs).where(*lease).values(
+            lease_expires_at=bindparam("expires")).returning(runs.c.status), d.dialect)
+        self.lease_renew_status = Statement(renew.sql, renew.names, renew.constants, ("status",))
         # the holder frees its lease; the status is the state machine's (store/_machine.py)
         self.lease_release = c(update(runs).where(*lease).values(
             lease_owner=None, lease_expires_at=None, claim_token=None,
@@ -200,11 +208,22 @@ class Queries:
             lease_epoch=runs.c.lease_epoch + 1, updated_at=bindparam("now"), wake_at=None))
         self.run_touch = c(update(runs).where(*lease).values(updated_at=bindparam("now")))
         # a commit means the run started: its count of failed starts begins again
-        changes: dict[str, Any] = {
+        plain: dict[str, Any] = {
             "updated_at": bindparam("now"), "status": bindparam("new_status"),
             "error": bindparam("new_error"), "start_attempts": 0, "start_after": None,
             "head_checkpoint_id": func.coalesce(bindparam("new_head"),
                                                 runs.c.head_checkpoint_id)}
+        # a paused run's holder commits its superstep: the run stays paused when the
+        # commit leaves it running or waiting (keep_paused, _machine.keeps_paused),
+        # and that status becomes its way back (paused_from)
+        held_paused = (runs.c.status == RunStatus.PAUSED.value) & (
+            bindparam("keep_paused", type_=Integer) == 1)
+        changes: dict[str, Any] = {
+            **plain,
+            "status": case((held_paused, RunStatus.PAUSED.value),
+                           else_=bindparam("new_status", type_=String)),
+            "paused_from": case((held_paused, bindparam("from_status", type_=String)),
+                                else_=runs.c.paused_from)}
         self.run_update = c(update(runs).where(*lease).values(changes))
         self.run_update_release = c(update(runs).where(*lease).values(
             {**changes, "lease_owner": None, "lease_expires_at": None}))
@@ -223,19 +242,19 @@ class Queries:
             .values(updated_at=bindparam("now"), head_checkpoint_id=bindparam("new_head"),
                     start_attempts=0, start_after=None))
         self.run_advance_cas = c(advance)
-        # on PostgreSQL, the same commit in one statement (store/_pg_advance.py)
+        # on PostgreSQL, the same commit in one statement (store/postgres/_advance.py)
         pg = d.dialect.name == "postgresql"
         self.commit_advance: Statement | None = c(_advance(advance)) if pg else None
         self.commit_advance_merge: Statement | None = (
             c(_advance(advance, merging=True)) if pg else None)
         # and the commit that completes a run with its last checkpoint (run_update_release_cas)
         finish = update(runs).where(*lease, head).values(
-            {**changes, "lease_owner": None, "lease_expires_at": None})
+            {**plain, "lease_owner": None, "lease_expires_at": None})
         self.commit_finish: Statement | None = c(_advance(finish)) if pg else None
         self.commit_finish_merge: Statement | None = (
             c(_advance(finish, merging=True)) if pg else None)
         # and the start of a run: its row (unless the run exists) with its first checkpoint
-        # (store/_pg_start.py; the run's columns bound as run_<column>)
+        # (store/postgres/_start.py; the run's columns bound as run_<column>)
         start = d.insert(runs).values({col.name: bindparam(f"run_{col.name}") for col in runs.c})
         self.commit_start: Statement | None = c(_advance(
             start.on_conflict_do_nothing(index_elements=[runs.c.run_id]))) if pg else None
@@ -252,6 +271,19 @@ class Queries:
             .limit(bindparam("n")).with_for_update(skip_locked=True))
         self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
             status=bindparam("new_status"), updated_at=bindparam("now"), wake_at=None))
+        # pausing (store/_machine.py): the lease stays with its holder, which finishes
+        # its superstep; unpausing sets the status the machine decided
+        self.run_pause = c(update(runs).where(*_where(runs, "run_id")).values(
+            status=RunStatus.PAUSED.value, paused_from=bindparam("from_status"),
+            pause_reason=bindparam("reason"), error=bindparam("new_error"),
+            updated_at=bindparam("now")))
+        self.run_unpause = c(update(runs).where(*_where(runs, "run_id")).values(
+            status=bindparam("new_status"), paused_from=None, pause_reason=None,
+            updated_at=bindparam("now")))
+        self.run_set_paused_from = c(update(runs).where(*_where(runs, "run_id")).values(
+            paused_from=bindparam("from_status")))
+        self.label_insert = c(insert(METADATA.tables["run_labels"]).values(
+            run_id=bindparam("run_id"), key=bindparam("key"), value=bindparam("value")))
         # the runs a worker's claim took (by its token): a retried claim finds them
         self.run_claimed_by = c(select(runs).where(
             runs.c.claim_token == bindparam("token"), runs.c.lease_owner == bindparam("owner")))
@@ -298,7 +330,8 @@ class Queries:
                                                      & (cps.c.checkpoint_id == newest.c.newest))
                                     .order_by(cps.c.namespace))
         self.cp_mark = c(update(cps).where(*_where(cps, "run_id", "checkpoint_id")).values(
-            status=bindparam("new_status"), error=bindparam("new_error")))
+            status=bindparam("new_status"), error=bindparam("new_error"),
+            status_digest=bindparam("new_status_digest")))
         self.cp_delete = c(delete(cps).where(*_where(cps, "run_id", "checkpoint_id")))
         # Prune works one run at a time: it locks the run's row first (run_lease), so
         # no commit of that run lands between this scan and its deletes; the scan
@@ -413,7 +446,7 @@ def _byte(hex_digits: str) -> ColumnElement[Any]:
 
 
 def _advance(moving: Update | Insert, *, merging: bool = False) -> Select[Any]:
-    """The common superstep commit in one statement (PostgreSQL, see ``_pg_advance.py``).
+    """The common superstep commit in one statement (PostgreSQL, see ``store/postgres/_advance.py``).
 
     Data-modifying CTEs: the run's head moves (``run_advance_cas``: lease and
     head checked) and, only when that UPDATE matched, the checkpoint, its new

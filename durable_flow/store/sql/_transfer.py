@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.sql.expression import ClauseElement
 
-    from ._tables import SqlDialect
+    from ._tables import Queries, SqlDialect
 
 __all__ = ["RUN_TABLES", "TransferQueries", "export_rows_tx", "import_rows_tx", "transfer_queries"]
 
 # the tables keyed by run_id, in the order an import writes them
-RUN_TABLES = ("runs", "checkpoints", "channel_values", "log_chunks", "task_writes", "steps",
-              "requests", "mailbox", "decisions", "notifications")
+RUN_TABLES = ("runs", "run_labels", "checkpoints", "channel_values", "log_chunks", "task_writes",
+              "steps", "requests", "mailbox", "decisions", "notifications")
 _GRAPHS = "graphs"
 
 
@@ -121,10 +121,17 @@ def export_rows_tx(q: TransferQueries, run_id: str) -> Tx[RunRows | None]:
     return RunRows(run_id, tables)
 
 
-def import_rows_tx(q: TransferQueries, rows: RunRows) -> Tx[None]:
-    """Insert ``rows`` in one transaction; ``RunExistsError`` (nothing written) if the id is taken."""
+def import_rows_tx(q: TransferQueries, rows: RunRows, store_q: Queries | None = None) -> Tx[None]:
+    """Insert ``rows`` in one transaction; ``RunExistsError`` (nothing written) if the id is taken.
+
+    ``rows.decision`` (the import's own) is chained after the imported decisions.
+    """
     if (yield from fetch(q.select["runs"], run_id=rows.run_id)):
         raise RunExistsError(rows.run_id)
     for name in RUN_TABLES:
         yield from execute_many(q.insert[name], rows.tables.get(name, []))
     yield from execute_many(q.graph_insert, rows.tables.get(_GRAPHS, []))
+    if rows.decision is not None and store_q is not None:
+        from ._decisions import record_decisions_tx
+
+        yield from record_decisions_tx(store_q, rows.run_id, [rows.decision])

@@ -19,7 +19,7 @@ from ...errors import RunNotFoundError, RunNotResumableError
 from ...model._clock import utcnow
 from ...model._records import RunStatus
 from ...model._serde import as_bytes, decode
-from .._machine import after_event, after_waiting_commit
+from .._machine import after_event, after_waiting_commit, paused_next
 from .._protocols import Carry, Lease, MailRow, RequestRow, RunRecord, match_mail
 from . import _codec as t
 from ._ops import Notify, Tx, execute, fetch, lock_run
@@ -130,6 +130,10 @@ def waiting_tx(q: Queries, run_id: str, now: datetime,
     delivered = bool((yield from deliver_tx(q, run_id, now)))
     nxt = after_waiting_commit(delivered=delivered, answered=answered)
     if nxt.status is not RunStatus.WAITING:
+        run = t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
+        if (back := paused_next(run, nxt)) is not None:  # paused: its way back is queued
+            yield from execute(q.run_set_paused_from, run_id=run_id, from_status=back.value)
+            return
         yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
         if nxt.notify:
@@ -181,11 +185,13 @@ def send_event_tx(q: Queries, run_id: str, name: str, payload: bytes) -> Tx[RunR
                        sent_at=t.to_us(now), request_id=None, delivered_at=None)
     held = run.lease_expires_at is not None and run.lease_expires_at > now
     delivered = not held and bool((yield from deliver_tx(q, run_id, now)))
-    nxt = after_event(run.status, held=held, delivered=delivered)
-    if nxt.status is not run.status:
+    nxt = after_event(run.paused_from or run.status, held=held, delivered=delivered)
+    if (back := paused_next(run, nxt)) is not None:  # recorded; it goes on after unpause
+        yield from execute(q.run_set_paused_from, run_id=run_id, from_status=back.value)
+    elif run.status is not RunStatus.PAUSED and nxt.status is not run.status:
         yield from execute(q.run_set_status, run_id=run_id, new_status=nxt.status.value,
                            now=t.to_us(now))
-    if nxt.notify:
+    if nxt.notify and run.status is not RunStatus.PAUSED:
         yield Notify(run_id)
     return t.run_from_row((yield from fetch(q.run_get, run_id=run_id))[0])
 

@@ -13,6 +13,7 @@ from ...errors import (
 )
 from ...model._clock import utcnow
 from ...model._records import RunStatus
+from .._machine import keeps_paused
 from .._protocols import (
     HEAD_MOVED,
     CheckpointMeta,
@@ -23,8 +24,9 @@ from .._protocols import (
 )
 from .._retention import Key, Scanned, doomed, stream_floors
 from . import _codec as t
+from ._decisions import record_decisions_tx
 from ._ops import Tx, execute, execute_many, fetch
-from ._outbox import opened_tx
+from ._outbox import opened_tx, withdraw_tx
 from ._shared import (
     check_lease,
     insert_checkpoint,
@@ -56,12 +58,17 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         yield from execute(q.req_drop_open, run_id=run_id)
     yield from execute_many(q.req_insert, [t.request_params(r, run_id) for r in commit.requests])
     yield from opened_tx(q, commit.requests, t.from_us(now))  # approvals: the outbox
+    if commit.withdraw:
+        yield from withdraw_tx(q, run_id, commit.withdraw, t.from_us(now))
     yield from save_task_writes(q, commit.task_writes)
     if commit.mark is not None:
         mark = commit.mark
-        if not (yield from execute(q.cp_mark, run_id=run_id, checkpoint_id=mark.checkpoint_id,
-                                   new_status=mark.status.value,
-                                   new_error=t.error_json(mark.error))):
+        error = t.error_json(mark.error)
+        if not (yield from execute(
+                q.cp_mark, run_id=run_id, checkpoint_id=mark.checkpoint_id,
+                new_status=mark.status.value, new_error=error,
+                new_status_digest=t.status_digest(run_id, mark.checkpoint_id,
+                                                  mark.status.value, error))):
             raise CheckpointNotFoundError(run_id, mark.checkpoint_id)
     if commit.checkpoint is not None:
         meta = commit.checkpoint.meta
@@ -74,6 +81,7 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         yield from _check_thread_head(q, commit, write.meta)
         yield from insert_checkpoint(q, write)
         yield from carry_tx(q, run_id, carry, write.meta.id)
+    yield from record_decisions_tx(q, run_id, commit.decisions)
     yield from _after_run_update(q, commit)
 
 
@@ -120,7 +128,8 @@ def _update_run(q: Queries, commit: Commit, now: int) -> Tx[None]:
         else:
             stmt = q.run_update_cas if cas else q.run_update
         params.update(new_status=upd.status.value, new_error=t.error_json(upd.error),
-                      new_head=upd.head_checkpoint_id or None)
+                      new_head=upd.head_checkpoint_id or None, from_status=upd.status.value,
+                      keep_paused=int(keeps_paused(upd.status)))
     if cas:
         params["expect_head"] = commit.extends
     if not (yield from execute(stmt, **params)):

@@ -3,13 +3,15 @@
 (function () {
   "use strict";
 
-  // Answers with problems come back as 422 with the form to show: swap those too.
+  // Answers with problems come back as 422 with the form to show, and an answer
+  // to someone else's request as 403 with a card saying so: swap those too.
   function configure() {
     if (!window.htmx) return;
     htmx.config.responseHandling = [
       { code: "204", swap: false },
       { code: "[23]..", swap: true },
       { code: "422", swap: true },
+      { code: "403", swap: true },  // a request that is not theirs: the card says so
       { code: "[45]..", swap: false, error: true },
     ];
   }

@@ -1,0 +1,3 @@
+"""The package version, kept in one place below every layer."""
+
+__version__ = "0.1.0"

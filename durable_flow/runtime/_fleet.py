@@ -1,0 +1,168 @@
+"""The runtime's fleet operations: pause and unpause, finding runs by query.
+
+``Runtime.pause`` and ``Runtime.unpause`` record a decision (kinds
+``"pause"``/``"unpause"``) in the transaction that changes the run; the store's
+state machine decides the run's status (``store/_machine.py``). A run this
+runtime executes is told at once to stop after its superstep in flight; one
+executing elsewhere learns of it at its next lease renewal.
+``Runtime.select_runs`` finds the ids bulk actions work on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidInputError, RunNotFoundError
+from ..model._approvals import Principal, principal_of
+from ..model._clock import utcnow
+from ..model._records import RunInfo, RunStatus
+from ..store._approval_rows import Answerer, DecisionDraft
+from ..store._protocols import CheckpointStore, RunRecord
+from ._inspect import Inspector
+
+if TYPE_CHECKING:
+    from ._execution import Executor
+
+__all__ = ["RuntimeFleet", "check_labels", "run_filters"]
+
+#: the principal recorded when a fleet action names nobody
+_RUNTIME = "runtime"
+
+
+def check_labels(labels: Mapping[str, str] | None, what: str = "labels") -> dict[str, str]:
+    """``labels`` as a plain dict, checked: string keys and values, keys not empty."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise InvalidInputError(f"{what}= must be a mapping of strings, got {labels!r}")
+    out: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise InvalidInputError(
+                f"{what}= takes non-empty string keys and string values, got {key!r}: {value!r}")
+        out[key] = value
+    return out
+
+
+def run_filters(status: RunStatus | str | None, workflow_name: str | None,
+                since: datetime | None, until: datetime | None,
+                limit: int | None) -> RunStatus | None:
+    """Check the filters of ``list_runs``/``select_runs``; the status as a ``RunStatus``."""
+    try:
+        st = RunStatus(status) if status is not None else None
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise InvalidInputError(f"unknown run status {status!r} (one of: {known})") from None
+    if workflow_name is not None and not isinstance(workflow_name, str):
+        raise InvalidInputError(f"workflow_name must be a string, got {workflow_name!r}")
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            raise InvalidInputError(f"{name}= must be a timezone-aware datetime, got {value!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+    return st
+
+
+def _decision(kind: str, run_id: str, by: Principal | str | None,
+              reason: str | None) -> DecisionDraft:
+    who = principal_of(by)
+    by_id = _RUNTIME if who is None else who.id
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInputError(f"reason= must be text, not {type(reason).__name__}")
+    return DecisionDraft("", "", kind, {"reason": reason}, by_id, "api",  # type: ignore[arg-type]
+                         utcnow(), reason, {"run_id": run_id, "kind": kind, "reason": reason})
+
+
+class RuntimeFleet:
+    """``Runtime``'s fleet methods: pause, unpause, retry, list_runs, select_runs."""
+
+    store: CheckpointStore
+    _exec: Executor
+    _inspect: Inspector
+
+    async def pause(self, run_id: str, *, reason: str | None = None,
+                    by: Principal | str | None = None) -> RunInfo:
+        """Pause a run: it is not claimed again until :meth:`unpause`; recorded as a decision.
+
+        A run executing on any worker finishes its current superstep, commits
+        and stops within one lease renewal (no new superstep starts); answers,
+        events and timers keep being recorded while it is paused. Pausing a
+        paused run changes nothing. ``InvalidInputError`` for a completed,
+        failed or cancelled run; ``RunNotFoundError``.
+        """
+        record = await self.store.pause_run(run_id, reason=reason,
+                                            decision=_decision("pause", run_id, by, reason))
+        rc = self._exec.contexts.get(run_id)
+        if rc is not None:  # executing here: stop after the superstep in flight
+            rc.stopping = True
+        return self._inspect.info(record)
+
+    async def unpause(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
+        """Make a paused run claimable again (``queued``, or ``waiting`` if it still waits).
+
+        Recorded as a decision. A dead-lettered run (``on_failure="pause"``)
+        runs its failed task again from the head, nothing else. A run that is
+        not paused is returned unchanged; ``RunNotFoundError``.
+        """
+        record = await self._require_record(run_id)
+        if record.status is not RunStatus.PAUSED:
+            return self._inspect.info(record)
+        record = await self.store.unpause_run(run_id,
+                                              decision=_decision("unpause", run_id, by, None))
+        return self._inspect.info(record)
+
+    async def retry(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
+        """Queue a failed or dead-lettered run again; a ``Worker`` resumes it from its head.
+
+        A dead-lettered run (paused with an error) is unpaused, recorded as a
+        decision. Any other run is returned unchanged; ``RunNotFoundError``.
+        """
+        record = await self._require_record(run_id)
+        if record.status is RunStatus.PAUSED and record.error is not None:
+            return await self.unpause(run_id, by=by)
+        return self._inspect.info(await self.store.retry_run(run_id))
+
+    async def list_runs(self, *, status: RunStatus | str | None = None,
+                        workflow_name: str | None = None, labels: Mapping[str, str] | None = None,
+                        since: datetime | None = None, until: datetime | None = None,
+                        limit: int | None = None) -> list[RunInfo]:
+        """Runs, newest first, filtered by status, workflow name, labels and creation time.
+
+        ``labels``: each key must have that value; ``since``/``until``:
+        created at or after / before; at most ``limit``.
+        """
+        return await self._inspect.runs(status, workflow_name, labels, since, until, limit)
+
+    async def select_runs(self, *, status: RunStatus | str | None = None,
+                          workflow_name: str | None = None,
+                          labels: Mapping[str, str] | None = None,
+                          since: datetime | None = None, until: datetime | None = None,
+                          error_type: str | None = None) -> list[str]:
+        """The ids of the runs matching every filter given, newest first (for bulk actions).
+
+        ``labels``: each key with that value; ``since``/``until``: created at
+        or after / before; ``error_type``: runs whose ``RunInfo.error.type``
+        is that name (a failed or dead-lettered run).
+        """
+        st = run_filters(status, workflow_name, since, until, None)
+        found = await self.store.list_runs(status=st, workflow_name=workflow_name,
+                                           labels=check_labels(labels) or None,
+                                           since=since, until=until)
+        if error_type is not None:
+            found = [r for r in found if r.error is not None and r.error.type == error_type]
+        return [r.run_id for r in found]
+
+    async def _unpaused(self, record: RunRecord, who: Answerer | None) -> RunRecord:
+        """``record``, unpaused first when paused (``resume`` of a paused run unpauses it)."""
+        if record.status is not RunStatus.PAUSED:
+            return record
+        await self.unpause(record.run_id, by=None if who is None else who.principal)
+        return await self._require_record(record.run_id)
+
+    async def _require_record(self, run_id: str) -> RunRecord:
+        record = await self.store.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(run_id)
+        return record

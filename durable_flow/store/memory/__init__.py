@@ -1,0 +1,1 @@
+"""The in-memory store: the shared SQL base over an in-memory SQLite database."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL store: the shared SQL base on asyncpg, with its one-round-trip commits and reads."""

@@ -1,0 +1,1 @@
+"""The embedded store: the shared SQL base on one SQLite file."""
