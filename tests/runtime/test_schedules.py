@@ -6,7 +6,7 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import croniter  # noqa: F401  # imported at collection: its import runs `file` once
@@ -119,11 +119,14 @@ async def test_ticks_missed_while_no_worker_ran_follow_catch_up(
     wf = report(executed)
     store = store_factory()
     async with Runtime(store) as rt:
-        info = await rt.schedule(wf, cron="*/15 * * * *", input={}, schedule_id="q",
+        # hourly, half an hour away from now: the latest missed tick is ~30 min late
+        # whatever the time the test runs at (never inside the skip grace of a minute)
+        minute = (datetime.now(UTC).minute + 30) % 60
+        info = await rt.schedule(wf, cron=f"{minute} * * * *", input={}, schedule_id="q",
                                  catch_up=catch_up)  # type: ignore[arg-type]
-        # as if the fleet was down for an hour: four ticks were missed
+        # as if the fleet was down for four hours: four ticks were missed
         assert info.next_tick is not None
-        await store.set_schedule_paused("q", False, info.next_tick - timedelta(hours=1))
+        await store.set_schedule_paused("q", False, info.next_tick - timedelta(hours=4))
         async with Worker(store_factory(), [wf], poll_interval=0.2) as w, serving(w):
             for _ in range(100):
                 if sum(executed.values()) >= expected and (await rt.schedules())[0].next_tick \
