@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
@@ -9,8 +11,6 @@ __all__ = ["hash_password", "verify_nothing", "verify_password"]
 
 # argon2-cffi's defaults follow RFC 9106's second recommendation (argon2id, 64 MiB)
 _HASHER = PasswordHasher()
-# checked for a name that is nobody's, so it costs what a wrong password costs
-_DUMMY = _HASHER.hash("durable-flow: no such user")
 
 
 def hash_password(password: str) -> str:
@@ -32,5 +32,15 @@ def verify_nothing(password: str) -> bool:
     For a login with a name that is nobody's: its answer then takes as long
     as a wrong password's, so timing does not tell which names exist.
     """
-    verify_password(_DUMMY, password)
+    verify_password(_dummy_hash(), password)
     return False
+
+
+@cache
+def _dummy_hash() -> str:
+    """The hash a name that is nobody's is checked against, made on first use.
+
+    Made lazily: hashing costs a quarter of a second of CPU, which every
+    process importing this module (each CLI command) would otherwise pay.
+    """
+    return _HASHER.hash("durable-flow: no such user")
