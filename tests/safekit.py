@@ -9,6 +9,7 @@ sleeps, then waits for the event ``ping``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -106,3 +107,20 @@ def _approvals() -> Any:
 
 
 approvals_workflow = _approvals()
+
+
+def _hangs() -> Any:
+    b = WorkflowBuilder("hangs", state=Tally)
+
+    @b.node()
+    async def stuck(state: Tally) -> dict[str, Any]:
+        Path(os.environ["SAFEKIT_DIR"], "stuck.pid").write_text(str(os.getpid()))
+        await asyncio.sleep(600)
+        return {}
+
+    b.set_entry("stuck")
+    return b.build()
+
+
+#: a run whose only node never finishes (it writes its pid to ``stuck.pid`` first)
+hanging_workflow = _hangs()

@@ -21,6 +21,7 @@ stored JSON, so they must be storable values (no functions).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ from ..model._blackboard import Blackboard
 from ..model._graph import Workflow
 from ..model._ids import new_id
 from ..model._serde import encode
+from ._forks import ForkServer, fork_server
 from ._points import Point
 
 __all__ = ["CrashSafetyError", "assert_crash_safe"]
@@ -78,6 +80,7 @@ class _Plan:
     token: str
     payload: dict[str, Any]
     timeout: float
+    server: ForkServer | None = None  # forks the children; None: a fresh interpreter each
 
 
 @dataclass
@@ -113,8 +116,9 @@ def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Black
     who = principal_of(by)
     plan_args = (workflow_target(workflow), _database(store), answers, events, input, timeout,
                  None if who is None else {"id": who.id, "roles": list(who.roles)})
-    with tempfile.TemporaryDirectory(prefix="crash-safe-") as folder:
-        plan = _plan(Path(folder), *plan_args)
+    with tempfile.TemporaryDirectory(prefix="crash-safe-") as folder, \
+            contextlib.closing(_Servers()) as servers:
+        plan = _plan(Path(folder), *plan_args, servers.start())
         reference, keys = _reference(plan)
         count = workers or min(8, 4 * (os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=max(1, count)) as pool:
@@ -123,6 +127,21 @@ def assert_crash_safe(workflow: Workflow | str, input: Mapping[str, Any] | Black
     if failures:
         raise _error(failures, len(keys))
     return len(keys)
+
+
+class _Servers:
+    """The fork server of one ``assert_crash_safe`` call (none where it cannot fork)."""
+
+    def __init__(self) -> None:
+        self.server: ForkServer | None = None
+
+    def start(self) -> ForkServer | None:
+        self.server = fork_server(_child_path())
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
 
 
 def workflow_target(workflow: Workflow | str) -> str:
@@ -174,17 +193,21 @@ def _database(store: str) -> str | None:
                             f"{store!r} (a memory store dies with the process it crashes)")
 
 
+def _child_path() -> list[str]:
+    """The parent's ``sys.path``, absolute: where the children find the workflow's module."""
+    return [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+
+
 def _plan(folder: Path, target: str, db: str | None, answers: Mapping[str, Any] | None,
           events: Mapping[str, Any] | None, input: Mapping[str, Any] | Blackboard | None,
-          timeout: float, by: dict[str, Any] | None) -> _Plan:
+          timeout: float, by: dict[str, Any] | None, server: ForkServer | None) -> _Plan:
     values = input.model_dump(exclude_unset=True) if isinstance(input, Blackboard) else input
     payload = {"input": _stored(values or {}), "answers": _stored(answers or {}),
-               "events": _stored(events or {}), "by": by,
-               "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path]}
+               "events": _stored(events or {}), "by": by, "sys_path": _child_path()}
     if db is None:
         with ThreadPoolExecutor(max_workers=1) as pool:  # works under a running event loop too
             pool.submit(asyncio.run, _empty_database(folder / _TEMPLATE)).result()
-    return _Plan(target, db, folder, new_id()[-10:], payload, timeout)
+    return _Plan(target, db, folder, new_id()[-10:], payload, timeout, server)
 
 
 async def _empty_database(path: Path) -> None:
@@ -214,6 +237,12 @@ def _spawn(plan: _Plan, name: str, run: str, kill: str | None) -> tuple[int, str
         shutil.copyfile(folder / _TEMPLATE, spec["db"])  # the schema, without migrating again
     spec_file = folder / f"{name}.spec.json"
     spec_file.write_bytes(orjson.dumps(spec))
+    if plan.server is not None:
+        stderr = folder / f"{name}.stderr"
+        code = plan.server.run(spec_file, stderr, plan.timeout)
+        if code is None:
+            return -1, f"the child did not finish within {plan.timeout} s", result
+        return code, stderr.read_text(errors="replace")[-3000:], result
     try:
         done = subprocess.run([sys.executable, "-m", _CHILD, str(spec_file)], timeout=plan.timeout,
                               capture_output=True, text=True, check=False)

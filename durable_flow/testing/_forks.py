@@ -1,0 +1,236 @@
+"""A fork server for ``assert_crash_safe``'s children: import once, fork each child.
+
+A crash test starts two child processes per durable point (the one that dies
+and the one that resumes). A fresh interpreter for each spends most of its
+time importing durable_flow, pydantic and the store's driver before it runs
+a single superstep. :class:`ForkServer` starts one interpreter
+(``python -m durable_flow.testing._forks``) that imports those modules once,
+then forks a child for each spec it is sent; a forked child is a process like
+any other (it dies by SIGKILL the same way, and its exit code says so).
+
+The server stays single-threaded and runs no event loop, so forking it is
+safe. Parent and server speak JSON lines over the server's stdin and stdout:
+``{"id", "spec", "stderr"}`` asks for a child; the server answers
+``{"id", "pid"}`` once it forked and ``{"id", "exit"}`` when the child ended
+(``exit`` is negative for a signal, as ``subprocess`` reports it). The
+child's stderr goes to the file named in the request. Where ``os.fork`` or
+``os.pidfd_open`` is missing (not Linux), :func:`fork_server` gives None and
+the children are started as fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+__all__ = ["ForkServer", "fork_server"]
+
+_SERVER = "durable_flow.testing._forks"
+# what every child imports: the child's own module (the runtime with it) and both stores
+_PRELOAD = ("durable_flow.testing._child", "durable_flow.store.sqlite._sqlite",
+            "durable_flow.store.postgres._postgres")
+
+
+class _Pending:
+    """One child asked for: its pid once forked, its exit code once it ended."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.exit: int | None = None
+        self.done = threading.Event()
+
+
+class ForkServer:
+    """A server process that forks children already holding durable_flow's imports.
+
+    Thread-safe: several threads may :meth:`run` children at once. Close it
+    (or use it as a context manager) to end the server; children still
+    running are killed.
+    """
+
+    def __init__(self, sys_path: Sequence[str]) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._stdin: IO[bytes] = self._proc.stdin
+        self._stdout: IO[bytes] = self._proc.stdout
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._next = 0
+        self._closed = False
+        self._send({"sys_path": list(sys_path), "preload": list(_PRELOAD)})
+        self._reader = threading.Thread(target=self._read, name="fork-server", daemon=True)
+        self._reader.start()
+
+    def run(self, spec_file: Path, stderr_file: Path, timeout: float) -> int | None:
+        """Fork a child that runs ``spec_file``; its exit code, or None after ``timeout`` s.
+
+        A child still running at the timeout is killed.
+        """
+        with self._lock:
+            self._next += 1
+            key, pending = self._next, _Pending()
+            self._pending[key] = pending
+        self._send({"id": key, "spec": str(spec_file), "stderr": str(stderr_file)})
+        if pending.done.wait(timeout):
+            return pending.exit
+        if pending.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pending.pid, signal.SIGKILL)
+        pending.done.wait(5.0)
+        return None
+
+    def close(self) -> None:
+        """End the server (it kills the children it still has) and wait for it."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(5)
+
+    def __enter__(self) -> ForkServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            self._stdin.write(orjson.dumps(message) + b"\n")
+            self._stdin.flush()
+
+    def _read(self) -> None:
+        for line in self._stdout:
+            message = orjson.loads(line)
+            with self._lock:
+                pending = self._pending.get(message["id"])
+            if pending is None:
+                continue
+            if "pid" in message:
+                pending.pid = message["pid"]
+            else:
+                pending.exit = message["exit"]
+                pending.done.set()
+        with self._lock:  # the server is gone: no child of it is running any more
+            for pending in self._pending.values():
+                pending.done.set()
+
+
+def fork_server(sys_path: Sequence[str]) -> ForkServer | None:
+    """A started :class:`ForkServer`, or None where this system cannot fork one."""
+    if not hasattr(os, "fork") or not hasattr(os, "pidfd_open"):
+        return None
+    return ForkServer(sys_path)
+
+
+# -- the server side ---------------------------------------------------------------------------
+
+
+def _serve() -> None:
+    """Read the setup line, import what it names, then fork a child per request."""
+    inbox, outbox = sys.stdin.fileno(), sys.stdout.buffer
+    # read straight from the descriptor (a buffered reader could hold requests select misses)
+    buffered = b""
+    while b"\n" not in buffered:
+        chunk = os.read(inbox, 65536)
+        if not chunk:
+            return
+        buffered += chunk
+    first, buffered = buffered.split(b"\n", 1)
+    setup = orjson.loads(first)
+    sys.path[:] = setup["sys_path"]
+    for module in setup["preload"]:
+        with contextlib.suppress(ImportError):  # e.g. asyncpg not installed: SQLite only
+            __import__(module)
+    children: dict[int, tuple[int, int]] = {}  # pidfd -> (request id, pid)
+    selector = selectors.DefaultSelector()
+    selector.register(inbox, selectors.EVENT_READ)
+    open_input = True
+    while open_input or children:
+        *lines, buffered = buffered.split(b"\n")
+        for line in lines:
+            message = orjson.loads(line)
+            pid = _fork(message["spec"], message["stderr"])
+            pidfd = os.pidfd_open(pid)
+            children[pidfd] = (message["id"], pid)
+            selector.register(pidfd, selectors.EVENT_READ)
+            _reply(outbox, {"id": message["id"], "pid": pid})
+        if not (open_input or children):
+            break
+        for key, _ in selector.select():
+            if key.fd != inbox:
+                request, pid = children.pop(key.fd)
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                _reply(outbox, {"id": request, "exit": _exit_code(status)})
+                continue
+            chunk = os.read(key.fd, 65536)
+            if not chunk:  # the parent closed its end: kill what is left, then stop
+                open_input = False
+                selector.unregister(key.fd)
+                for _, pid in children.values():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                continue
+            buffered += chunk
+
+
+def _fork(spec: str, stderr: str) -> int:
+    """Fork a child that runs one spec; in the parent, the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        from ._child import main
+
+        main(["", spec])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _reply(outbox: IO[bytes], message: dict[str, Any]) -> None:
+    outbox.write(orjson.dumps(message) + b"\n")
+    outbox.flush()
+
+
+if __name__ == "__main__":
+    _serve()
