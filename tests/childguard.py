@@ -60,6 +60,20 @@ def _refusing(name: str, attempts: list[str]) -> Callable[..., Any]:
     return refuse
 
 
+#: while an unmarked test's phase runs: the refusal that :func:`starting` raises
+_refusal: list[Callable[..., Any]] = []
+
+
+def starting(what: str) -> None:
+    """Say that a child process is about to start in a way no patched function sees.
+
+    (``forkrun`` asks a fork server started earlier for its children.) Raises
+    :class:`UnmarkedChildProcess` in an unmarked test, like every other way.
+    """
+    if _refusal:
+        _refusal[0](what)
+
+
 def _guarded(item: pytest.Item) -> Iterator[None]:
     """Refuse child processes while an unmarked test's phase runs."""
     if item.get_closest_marker("process"):
@@ -70,9 +84,11 @@ def _guarded(item: pytest.Item) -> Iterator[None]:
              if hasattr(owner, attr)]
     for owner, attr, _ in saved:
         setattr(owner, attr, _refusing(f"{owner.__name__}.{attr}", attempts))
+    _refusal.append(lambda what: _refusing(what, attempts)())
     try:
         yield
     finally:
+        _refusal.clear()
         for owner, attr, original in saved:
             setattr(owner, attr, original)
 

@@ -10,7 +10,10 @@ any other (it dies by SIGKILL the same way, and its exit code says so).
 
 The server stays single-threaded and runs no event loop, so forking it is
 safe. Parent and server speak JSON lines over the server's stdin and stdout:
-``{"id", "spec", "stderr"}`` asks for a child; the server answers
+``{"id", "spec", "stderr"}`` asks for a child that runs one spec of
+``assert_crash_safe`` (``{"id", "script", "env", "stdout", "stderr"}`` for one
+that runs a Python file as ``__main__``, as the project's own crash tests
+do with their helper scripts); the server answers
 ``{"id", "pid"}`` once it forked and ``{"id", "exit"}`` when the child ended
 (``exit`` is negative for a signal, as ``subprocess`` reports it). The
 child's stderr goes to the file named in the request. Where ``os.fork`` or
@@ -22,13 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import runpy
 import selectors
 import signal
 import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -79,11 +83,14 @@ class ForkServer:
 
         A child still running at the timeout is killed.
         """
+        return self._ask({"spec": str(spec_file), "stderr": str(stderr_file)}, timeout)
+
+    def _ask(self, request: dict[str, Any], timeout: float) -> int | None:
         with self._lock:
             self._next += 1
             key, pending = self._next, _Pending()
             self._pending[key] = pending
-        self._send({"id": key, "spec": str(spec_file), "stderr": str(stderr_file)})
+        self._send({"id": key, **request})
         if pending.done.wait(timeout):
             return pending.exit
         if pending.pid is not None:
@@ -91,6 +98,18 @@ class ForkServer:
                 os.kill(pending.pid, signal.SIGKILL)
         pending.done.wait(5.0)
         return None
+
+    def run_script(self, argv: Sequence[str], *, env: Mapping[str, str], stdout: Path,
+                   stderr: Path, timeout: float) -> int | None:
+        """Fork a child that runs the Python file ``argv[0]`` as ``__main__``, as ``python`` would.
+
+        ``argv`` becomes ``sys.argv``, ``env`` the whole environment; the
+        file's folder comes first on ``sys.path``. Its output goes to the files
+        ``stdout`` and ``stderr``. The exit code, or None after ``timeout`` s
+        (the child is then killed).
+        """
+        return self._ask({"script": [str(a) for a in argv], "env": dict(env),
+                          "stdout": str(stdout), "stderr": str(stderr)}, timeout)
 
     def close(self) -> None:
         """End the server (it kills the children it still has) and wait for it."""
@@ -168,7 +187,7 @@ def _serve() -> None:
         *lines, buffered = buffered.split(b"\n")
         for line in lines:
             message = orjson.loads(line)
-            pid = _fork(message["spec"], message["stderr"])
+            pid = _fork(message)
             pidfd = os.pidfd_open(pid)
             children[pidfd] = (message["id"], pid)
             selector.register(pidfd, selectors.EVENT_READ)
@@ -194,24 +213,29 @@ def _serve() -> None:
             buffered += chunk
 
 
-def _fork(spec: str, stderr: str) -> int:
-    """Fork a child that runs one spec; in the parent, the child's pid."""
+def _fork(request: dict[str, Any]) -> int:
+    """Fork a child that runs one request (a spec, or a script); in the parent, its pid."""
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
         null = os.open(os.devnull, os.O_RDWR)
-        err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        out = _output(request["stdout"]) if "stdout" in request else null
         os.dup2(null, 0)
-        os.dup2(null, 1)
-        os.dup2(err, 2)
-        from ._child import main
+        os.dup2(out, 1)
+        os.dup2(_output(request["stderr"]), 2)
+        if "script" in request:
+            _run_script(request["script"], request["env"])
+        else:
+            from ._child import main
 
-        main(["", spec])
+            main(["", request["spec"]])
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -219,6 +243,19 @@ def _fork(spec: str, stderr: str) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _output(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+
+def _run_script(argv: list[str], env: dict[str, str]) -> None:
+    """Run the file ``argv[0]`` as ``__main__`` with ``argv`` and ``env``, as ``python`` would."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv[:] = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    runpy.run_path(argv[0], run_name="__main__")
 
 
 def _exit_code(status: int) -> int:

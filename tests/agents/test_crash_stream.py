@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import crashkit_stream as kit
+import forkrun
 import pytest
 
 from durable_flow import RunLockedError, RunStatus, Runtime
@@ -24,8 +23,7 @@ async def test_a_reply_cut_by_sigkill_is_asked_again_and_the_tool_is_not_run_aga
         tmp_path: Path) -> None:
     db, log = tmp_path / "runs.db", tmp_path / "exec.log"
     env = {**os.environ, "CRASH_LOG": str(log), "CRASH_POINT": "mid-stream"}
-    proc = subprocess.run([sys.executable, kit.__file__, str(db), "trip-1"], env=env,
-                          timeout=120, capture_output=True, text=True)
+    proc = forkrun.run([kit.__file__, db, "trip-1"], env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert Counter(log.read_text().split()) == {
         "model:ask-tool": 1, "tool:forecast": 1, "model:reply": 1}

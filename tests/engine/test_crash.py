@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import crashkit
+import forkrun
 import pytest
 
 from durable_flow import MemoryStore, RunLockedError, RunStatus, Runtime
@@ -28,8 +27,7 @@ KIT = Path(crashkit.__file__)
 
 def spawn(db: Path, log: Path, scenario: str, point: str, run_id: str) -> int:
     env = {**os.environ, "CRASH_LOG": str(log), "CRASH_POINT": point}
-    proc = subprocess.run([sys.executable, str(KIT), str(db), run_id, scenario], env=env,
-                          timeout=120, capture_output=True, text=True)
+    proc = forkrun.run([KIT, db, run_id, scenario], env=env, timeout=120)
     assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
     return proc.returncode
 

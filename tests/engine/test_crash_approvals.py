@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import crashkit_approvals as kit
+import forkrun
 import pytest
 from crashkit_approvals import resume_when_free
 from crashkit_waits import open_store
@@ -40,8 +38,7 @@ async def test_killed_after_the_escalation_its_record_and_notification_remain(db
         (first,) = started.pending_requests
         assert first.expires_at is not None
         await asyncio.sleep(max(0.0, (first.expires_at - utcnow()).total_seconds()) + 0.02)
-    proc = subprocess.run([sys.executable, kit.__file__, db, "r1"], env=dict(os.environ),
-                          timeout=120, capture_output=True, text=True)
+    proc = forkrun.run([kit.__file__, db, "r1"], timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     async with Runtime(open_store(db)) as rt:
         assert [(d.kind, d.answer) for d in await rt.decisions("r1")] == [

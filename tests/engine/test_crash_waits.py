@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import crashkit_waits as kit
+import forkrun
 import pytest
 from pgdb import fresh_database
 from waitkit import store_dump
@@ -47,8 +46,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path,
 
 def spawn(db: str, log: Path, scenario: str, action: str, point: str, **env: str) -> int:
     full = {**os.environ, "CRASH_LOG": str(log), "CRASH_POINT": point, **env}
-    proc = subprocess.run([sys.executable, str(KIT), db, "r1", scenario, action], env=full,
-                          timeout=120, capture_output=True, text=True)
+    proc = forkrun.run([KIT, db, "r1", scenario, action], env=full, timeout=120)
     assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
     return proc.returncode
 

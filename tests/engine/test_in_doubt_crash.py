@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import effectkit
+import forkrun
 import pytest
 
 from durable_flow import InDoubtDecision, RunLockedError, RunStatus, Runtime
@@ -80,8 +79,8 @@ def _store_url(db: str, tmp_path: Path) -> str:
 
 def _die_inside(effect: str, url: str, run_id: str, name: str, approve: str | None = None) -> None:
     env = {**os.environ, "EFFECTKIT_DIE": effect}
-    args = [sys.executable, str(KIT), url, run_id, name, *([approve] if approve else [])]
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([KIT, url, run_id, name, *([approve] if approve else [])], env=env,
+                       timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 

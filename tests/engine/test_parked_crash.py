@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import crashkit_parked as kit
+import forkrun
 import pytest
 from pgdb import fresh_database
 
@@ -57,8 +56,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path,
 
 def spawn(db: str, log: Path, point: str) -> int:
     env = {**os.environ, "CRASH_LOG": str(log), "CRASH_POINT": point}
-    proc = subprocess.run([sys.executable, str(KIT), db, "r1"], env=env, timeout=120,
-                          capture_output=True, text=True)
+    proc = forkrun.run([KIT, db, "r1"], env=env, timeout=120)
     assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
     return proc.returncode
 

@@ -13,7 +13,7 @@ import pytest
 
 from durable_flow.store.sqlite._sqlite import SqliteStore
 
-_ROUNDS = 25
+_ROUNDS = 12
 _PROCESSES = 6
 
 # Each child builds the workflow once, then for every line it reads opens a new
