@@ -217,3 +217,47 @@ async def test_a_request_assigned_to_a_users_address_is_theirs_to_answer(
             assert done.status_code == 200, done.text
     (decision,) = await rt.decisions(result.run_id)
     assert (decision.by, decision.answer) == ("alice", True)
+
+
+def cfo_flow() -> Any:
+    b = WorkflowBuilder("cfo-only", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        return {"approved": await ctx.request({"question": "Pay 5000 EUR?"}, bool,
+                                              assignees=["cfo"])}
+
+    b.set_entry("approve").add_edge("approve", END)
+    return b.build()
+
+
+async def test_a_form_without_the_sessions_csrf_token_is_403_whichever_run_it_names(
+        rt: Runtime, store_factory: Stores) -> None:
+    # the CSRF check comes before the run is looked up: a forged post gets the same 403
+    # for a run the user may see, one they may not (404 with the right token) and no run
+    await Users(rt.store).add("alice", "alice-pw-1", roles=["finance"])
+    hers, hidden = await rt.run(flow(), {}), await rt.run(cfo_flow(), {})
+    async with app_on(store_factory(), workflows=[flow(), cfo_flow()]) as app:
+        async with client_of(app) as other:
+            foreign = csrf_of((await other.get("/login")).text)  # another browser's token
+        async with client_of(app) as alice:
+            await log_in(alice, name="alice", password="alice-pw-1")
+            own = csrf_of((await alice.get("/")).text)
+            for run in (hers, hidden, None):
+                run_id = run.run_id if run else "no-such-run"
+                forms = {"cancel": {}, "pause": {"reason": "x"}, "unpause": {},
+                         "fork": {"checkpoint_id": run.checkpoint_id if run else "x"},
+                         "reassign": {"request_id": "x", "assignees": "alice"}}
+                for act, form in forms.items():
+                    for token in ({}, {"csrf_token": ""}, {"csrf_token": foreign}):
+                        r = await alice.post(f"/runs/{run_id}/{act}", data={**form, **token})
+                        assert r.status_code == 403, (run_id, act, token, r.status_code)
+                        assert "CSRF" in r.text
+            refused = await alice.post(f"/runs/{hidden.run_id}/fork",
+                                       data={"csrf_token": own,
+                                             "checkpoint_id": hidden.checkpoint_id})
+            assert refused.status_code == 404  # with her own token: a run she may not see
+    for run in (hers, hidden):
+        assert (await rt.get_run(run.run_id)).status.value == "waiting"
+        assert await rt.decisions(run.run_id) == []
+    assert len(await rt.list_runs()) == 2
