@@ -93,6 +93,25 @@ async def test_the_store_keeps_only_a_hash_of_the_session_id(rt: Runtime,
         assert row is not None and row.user_name == "alice" and row.expires_at > row.created_at
 
 
+async def test_an_altered_or_guessed_session_id_is_no_login(rt: Runtime,
+                                                            store_factory: Stores) -> None:
+    # the cookie is an opaque id looked up by its hash: no payload to swap, no signature
+    # to keep; any other value (one character changed, cut, extended, another cookie's
+    # name, the old signed-cookie shape) is unknown, 401
+    await Users(rt.store).add("alice", "alice-pw-1", roles=["finance"])
+    async with app_on(store_factory()) as app, client_of(app) as alice:
+        await log_in(alice, name="alice", password="alice-pw-1")
+        real = alice.cookies[USER_COOKIE]
+        assert "." not in real and await mine(app, USER_COOKIE, real) == 200
+        changed = [real[:i] + ("A" if real[i] != "A" else "B") + real[i + 1:]
+                   for i in range(0, len(real), 7)]
+        for value in (*changed, real[:-1], real + "x", "0" * 64,
+                      'WyJjZm8iLFsiZmluYW5jZSJdXQ.aaaa.bbbbbbbbbbbbbbbbbbbbbbbb'):
+            assert await mine(app, USER_COOKIE, value) == 401, value
+        assert await mine(app, SESSION_COOKIE, real) == 401
+        assert await mine(app, SESSION_COOKIE, TOKEN) == 401  # the token is no cookie value
+
+
 async def test_removing_a_user_or_changing_roles_or_password_ends_their_sessions(
         rt: Runtime, store_factory: Stores) -> None:
     users = Users(rt.store)
