@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -328,6 +329,37 @@ async def test_a_token_is_required_on_every_page_and_api_call() -> None:
         for asset in ("/static/htmx.min.js", "/static/style.css"):
             public = await client.get(asset)
             assert public.status_code == 200 and public.text
+
+
+async def test_only_the_token_itself_in_a_bearer_header_lets_a_request_in() -> None:
+    # near misses of the token, other places and schemes for it, and paths that try to
+    # reach the API around the check: all refused, nothing of the run shown, nothing changed
+    store = MemoryStore()
+    result = await start(lambda: store, uikit.approval, {"topic": "tides"})
+    basic = "Basic " + base64.b64encode(f"admin:{TOKEN}".encode()).decode()
+    async with serving(store, token=TOKEN) as client:
+        near = [{"authorization": f"Bearer {TOKEN[:-1]}"}, {"authorization": f"Bearer {TOKEN}x"},
+                {"authorization": basic}, {"authorization": TOKEN},
+                {"authorization": f"Token {TOKEN}"}]
+        for headers in near:
+            refused = await client.get("/api/inbox", headers=headers)
+            assert refused.status_code == 401, headers
+        for params in ({"token": TOKEN}, {"access_token": TOKEN}):
+            assert (await client.get("/api/inbox", params=params)).status_code == 401
+        for name in ("durable_flow_session", "durable_flow_user"):
+            client.cookies.set(name, TOKEN)
+            assert (await client.get("/api/inbox")).status_code == 401, name
+            client.cookies.clear()
+        for path in ("/static/%2e%2e/api/runs", "/static/..%2fapi/runs", "//api/runs",
+                     "/API/runs", "/approve/%2e%2e/api/runs", "/approve/x/y/../../api/runs",
+                     f"/runs/{result.run_id}", f"/api/runs/{result.run_id}"):
+            got = await client.get(path)
+            assert got.status_code in (400, 401, 404), (path, got.status_code)
+            assert result.run_id not in got.text or "login" in got.text.lower(), path
+        for path, body in ((f"/api/runs/{result.run_id}/cancel", {"json": {}}),
+                           (f"/runs/{result.run_id}/cancel", {"data": {}})):
+            assert (await client.post(path, **body)).status_code == 401, path
+    assert (await store.get_run(result.run_id)).status is RunStatus.WAITING
 
 
 async def test_the_login_form_sets_an_http_only_cookie_that_is_not_the_token() -> None:
