@@ -390,6 +390,20 @@ async def test_without_a_token_only_loopback_host_names_are_served() -> None:
         assert (await client.get("/")).status_code == 200
 
 
+async def test_without_a_token_a_host_header_is_loopback_only_when_it_is_nothing_else() -> None:
+    refused = ("evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost.evil.example",
+               "[::1].evil.example", "[::1]evil.example", "[::1]:80.evil.example", "[::1]:",
+               "0x7f000001", "2130706433", "")
+    served = ("127.0.0.1", "127.0.0.1:8765", "localhost:8765", "[::1]", "[::1]:8765")
+    async with serving(MemoryStore()) as client:
+        for host in refused:
+            got = await client.get("/api/runs", headers={"host": host})
+            assert got.status_code == 400, host
+        for host in served:
+            got = await client.get("/api/runs", headers={"host": host})
+            assert got.status_code == 200, host
+
+
 def test_binding_off_localhost_needs_a_token() -> None:
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         check_bind(host, None)
