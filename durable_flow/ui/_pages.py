@@ -36,8 +36,23 @@ COMMENT_FIELD = "comment"
 
 Service = Annotated[UiService, Depends(service)]
 PAGE = 50
-# every page naming a {run_id} needs "read" on it (404 otherwise): see _doors
-router = APIRouter(include_in_schema=False, dependencies=[Depends(readable)])
+
+
+async def _csrf_first(request: Request) -> None:
+    """Router dependency: a form post without this browser's CSRF token is 403, before all else.
+
+    It runs before :func:`readable`, so a forged post is refused the same way
+    whichever run it names, one its sender may see or not (the JSON API's
+    writes are checked as early, in the app's guard).
+    """
+    if request.method == "POST":
+        await _checked_form(request)  # the form is read once: the route reads it again from cache
+
+
+# every form post carries this browser's CSRF token (403 otherwise), and every page naming a
+# {run_id} needs "read" on it (404 otherwise): see _doors
+router = APIRouter(include_in_schema=False,
+                   dependencies=[Depends(_csrf_first), Depends(readable)])
 
 
 class CsrfError(Exception):

@@ -97,8 +97,15 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 def _host_of(header: str) -> str:
+    """The host name of a ``Host`` header, without its port (``[::1]:8000`` is ``::1``).
+
+    Anything after an IPv6 literal's ``]`` but a port keeps the whole header,
+    so ``[::1].evil.example`` is that name, not the loopback address.
+    """
     if header.startswith("["):
-        return header[1:].split("]", 1)[0]
+        inside, _, rest = header[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+        return inside if rest == "" or (port is not None and port.isdigit()) else header
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 

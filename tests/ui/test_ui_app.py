@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -330,6 +331,37 @@ async def test_a_token_is_required_on_every_page_and_api_call() -> None:
             assert public.status_code == 200 and public.text
 
 
+async def test_only_the_token_itself_in_a_bearer_header_lets_a_request_in() -> None:
+    # near misses of the token, other places and schemes for it, and paths that try to
+    # reach the API around the check: all refused, nothing of the run shown, nothing changed
+    store = MemoryStore()
+    result = await start(lambda: store, uikit.approval, {"topic": "tides"})
+    basic = "Basic " + base64.b64encode(f"admin:{TOKEN}".encode()).decode()
+    async with serving(store, token=TOKEN) as client:
+        near = [{"authorization": f"Bearer {TOKEN[:-1]}"}, {"authorization": f"Bearer {TOKEN}x"},
+                {"authorization": basic}, {"authorization": TOKEN},
+                {"authorization": f"Token {TOKEN}"}]
+        for headers in near:
+            refused = await client.get("/api/inbox", headers=headers)
+            assert refused.status_code == 401, headers
+        for params in ({"token": TOKEN}, {"access_token": TOKEN}):
+            assert (await client.get("/api/inbox", params=params)).status_code == 401
+        for name in ("durable_flow_session", "durable_flow_user"):
+            client.cookies.set(name, TOKEN)
+            assert (await client.get("/api/inbox")).status_code == 401, name
+            client.cookies.clear()
+        for path in ("/static/%2e%2e/api/runs", "/static/..%2fapi/runs", "//api/runs",
+                     "/API/runs", "/approve/%2e%2e/api/runs", "/approve/x/y/../../api/runs",
+                     f"/runs/{result.run_id}", f"/api/runs/{result.run_id}"):
+            got = await client.get(path)
+            assert got.status_code in (400, 401, 404), (path, got.status_code)
+            assert result.run_id not in got.text or "login" in got.text.lower(), path
+        for path, body in ((f"/api/runs/{result.run_id}/cancel", {"json": {}}),
+                           (f"/runs/{result.run_id}/cancel", {"data": {}})):
+            assert (await client.post(path, **body)).status_code == 401, path
+    assert (await store.get_run(result.run_id)).status is RunStatus.WAITING
+
+
 async def test_the_login_form_sets_an_http_only_cookie_that_is_not_the_token() -> None:
     async with serving(MemoryStore(), token=TOKEN) as client:
         login = await client.get("/login")
@@ -356,6 +388,20 @@ async def test_without_a_token_only_loopback_host_names_are_served() -> None:
         assert (await client.get("/")).status_code == 400
     async with serving(MemoryStore(), host="localhost") as client:
         assert (await client.get("/")).status_code == 200
+
+
+async def test_without_a_token_a_host_header_is_loopback_only_when_it_is_nothing_else() -> None:
+    refused = ("evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost.evil.example",
+               "[::1].evil.example", "[::1]evil.example", "[::1]:80.evil.example", "[::1]:",
+               "0x7f000001", "2130706433", "")
+    served = ("127.0.0.1", "127.0.0.1:8765", "localhost:8765", "[::1]", "[::1]:8765")
+    async with serving(MemoryStore()) as client:
+        for host in refused:
+            got = await client.get("/api/runs", headers={"host": host})
+            assert got.status_code == 400, host
+        for host in served:
+            got = await client.get("/api/runs", headers={"host": host})
+            assert got.status_code == 200, host
 
 
 def test_binding_off_localhost_needs_a_token() -> None:

@@ -93,6 +93,25 @@ async def test_the_store_keeps_only_a_hash_of_the_session_id(rt: Runtime,
         assert row is not None and row.user_name == "alice" and row.expires_at > row.created_at
 
 
+async def test_an_altered_or_guessed_session_id_is_no_login(rt: Runtime,
+                                                            store_factory: Stores) -> None:
+    # the cookie is an opaque id looked up by its hash: no payload to swap, no signature
+    # to keep; any other value (one character changed, cut, extended, another cookie's
+    # name, the old signed-cookie shape) is unknown, 401
+    await Users(rt.store).add("alice", "alice-pw-1", roles=["finance"])
+    async with app_on(store_factory()) as app, client_of(app) as alice:
+        await log_in(alice, name="alice", password="alice-pw-1")
+        real = alice.cookies[USER_COOKIE]
+        assert "." not in real and await mine(app, USER_COOKIE, real) == 200
+        changed = [real[:i] + ("A" if real[i] != "A" else "B") + real[i + 1:]
+                   for i in range(0, len(real), 7)]
+        for value in (*changed, real[:-1], real + "x", "0" * 64,
+                      'WyJjZm8iLFsiZmluYW5jZSJdXQ.aaaa.bbbbbbbbbbbbbbbbbbbbbbbb'):
+            assert await mine(app, USER_COOKIE, value) == 401, value
+        assert await mine(app, SESSION_COOKIE, real) == 401
+        assert await mine(app, SESSION_COOKIE, TOKEN) == 401  # the token is no cookie value
+
+
 async def test_removing_a_user_or_changing_roles_or_password_ends_their_sessions(
         rt: Runtime, store_factory: Stores) -> None:
     users = Users(rt.store)
@@ -217,3 +236,47 @@ async def test_a_request_assigned_to_a_users_address_is_theirs_to_answer(
             assert done.status_code == 200, done.text
     (decision,) = await rt.decisions(result.run_id)
     assert (decision.by, decision.answer) == ("alice", True)
+
+
+def cfo_flow() -> Any:
+    b = WorkflowBuilder("cfo-only", state=Expense)
+
+    @b.node()
+    async def approve(state: Expense, ctx: Any) -> dict[str, Any]:
+        return {"approved": await ctx.request({"question": "Pay 5000 EUR?"}, bool,
+                                              assignees=["cfo"])}
+
+    b.set_entry("approve").add_edge("approve", END)
+    return b.build()
+
+
+async def test_a_form_without_the_sessions_csrf_token_is_403_whichever_run_it_names(
+        rt: Runtime, store_factory: Stores) -> None:
+    # the CSRF check comes before the run is looked up: a forged post gets the same 403
+    # for a run the user may see, one they may not (404 with the right token) and no run
+    await Users(rt.store).add("alice", "alice-pw-1", roles=["finance"])
+    hers, hidden = await rt.run(flow(), {}), await rt.run(cfo_flow(), {})
+    async with app_on(store_factory(), workflows=[flow(), cfo_flow()]) as app:
+        async with client_of(app) as other:
+            foreign = csrf_of((await other.get("/login")).text)  # another browser's token
+        async with client_of(app) as alice:
+            await log_in(alice, name="alice", password="alice-pw-1")
+            own = csrf_of((await alice.get("/")).text)
+            for run in (hers, hidden, None):
+                run_id = run.run_id if run else "no-such-run"
+                forms = {"cancel": {}, "pause": {"reason": "x"}, "unpause": {},
+                         "fork": {"checkpoint_id": run.checkpoint_id if run else "x"},
+                         "reassign": {"request_id": "x", "assignees": "alice"}}
+                for act, form in forms.items():
+                    for token in ({}, {"csrf_token": ""}, {"csrf_token": foreign}):
+                        r = await alice.post(f"/runs/{run_id}/{act}", data={**form, **token})
+                        assert r.status_code == 403, (run_id, act, token, r.status_code)
+                        assert "CSRF" in r.text
+            refused = await alice.post(f"/runs/{hidden.run_id}/fork",
+                                       data={"csrf_token": own,
+                                             "checkpoint_id": hidden.checkpoint_id})
+            assert refused.status_code == 404  # with her own token: a run she may not see
+    for run in (hers, hidden):
+        assert (await rt.get_run(run.run_id)).status.value == "waiting"
+        assert await rt.decisions(run.run_id) == []
+    assert len(await rt.list_runs()) == 2
