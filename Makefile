@@ -12,7 +12,9 @@ export DURABLE_FLOW_TEST_PG_DSN
 # The tests run in parallel (pytest-xdist), more workers than cores: most of their time
 # is spent waiting (PostgreSQL, child processes, timers), not computing. worksteal hands
 # the tests still queued on a busy worker to an idle one, so the long ones spread out.
-TEST_WORKERS ?= 6
+# Twice the cores of a two-core machine: more starve the lease renewals of the tests
+# that time them (a renewal late by a second under load fails a run by design).
+TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 # Their temporary files (SQLite databases that fsync every commit, copies of them) go to
 # tmpfs when the machine has one; `make test TEST_TMPDIR=/tmp` keeps them on disk.
