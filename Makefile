@@ -23,7 +23,7 @@ TEST_TMPDIR ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo 
 # otherwise every worker and every child interpreter compiles durable_flow again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: demo test test-fast lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads bench-bulk clean
+.PHONY: demo test test-fast test-model lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads bench-bulk clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ test: $(STAMP) $(CHROMIUM)
 # The behaviour tests only: no child process, browser, crash or fleet (under a minute).
 test-fast: $(STAMP)
 	TMPDIR=$(TEST_TMPDIR) $(PYTEST) -m "not process"
+
+# The model-based test of waits="branch" (tests/engine/test_model_waits.py) with many
+# more generated graphs than the suite's few (1,000 examples, about three minutes).
+test-model: $(STAMP)
+	HYPOTHESIS_PROFILE=waits-model $(BIN)/python -m pytest -q -p no:cacheprovider tests/engine/test_model_waits.py
 
 # The user guide and the API reference (from the docstrings) into site/; any
 # warning (a broken link, an unknown name) fails the build.

@@ -97,7 +97,16 @@ async def copy_threads(store: CheckpointStore, wf: Workflow, meta: CheckpointMet
         loaded = await store.load_checkpoint(meta.run_id, head.id)
         write = self_contained(loaded, meta.run_id, f"{anchor}/{task}", carried=True,
                                source="resume")
-        write = dataclasses.replace(write, meta=dataclasses.replace(write.meta, nodes=()))
+        # the copy continues its namespace's history: its parent is the head it copies
+        write = dataclasses.replace(write, meta=dataclasses.replace(write.meta, nodes=(),
+                                                                    parent_id=head.id))
+        at = len(out)
         out.append((write, Carry(head.id)))
         inner = tuple(map(TaskId.parse, head.next_tasks))
         await copy_threads(store, spec.subworkflow.workflow, head, inner, write.meta.id, out)
+        # tasks parked at the head itself (a fork's copy anchors them there) move with
+        # its rows, which the Carry takes onto the copy
+        parked = await carry_parked(store, spec.subworkflow.workflow, head, write.meta.id, out)
+        if parked != head.parked:
+            meta = dataclasses.replace(write.meta, parked=parked)
+            out[at] = (dataclasses.replace(write, meta=meta), out[at][1])

@@ -121,7 +121,7 @@ class Inspector:
             priority=record.priority, usage=record.usage, budget=record.budget,
             started_by=record.started_by,
             pause_reason=record.pause_reason if record.status is RunStatus.PAUSED else None,
-            labels=dict(record.labels))
+            labels=dict(record.labels), concurrency_key=record.concurrency_key)
 
     async def runs(self, status: RunStatus | str | None, workflow: str | None,
                    labels: Mapping[str, str] | None = None, since: datetime | None = None,
@@ -153,7 +153,13 @@ class Inspector:
         """The state at a checkpoint, nested sub-workflows included."""
         record = await self.record(run_id)
         meta = await self._locate(record, checkpoint_id, namespace)
-        return await self._snapshot(record, meta)
+        if meta.thread == "" and meta.id == record.head_checkpoint_id:
+            return await self._snapshot(record, meta)
+        metas = await self.store.list_checkpoints(run_id)
+        if meta.thread and not any(m.parent_id == meta.id for m in metas):
+            return await self._snapshot(record, meta)  # the head of a sub-workflow's history
+        then = _Then(meta.created_at, metas, await self.store.get_requests(run_id))
+        return await self._snapshot(record, meta, then=then)
 
     async def _locate(self, record: RunRecord, checkpoint_id: str | None,
                       namespace: str) -> CheckpointMeta:
@@ -174,7 +180,7 @@ class Inspector:
         return meta
 
     async def _snapshot(self, record: RunRecord, meta: CheckpointMeta,
-                        prefix: str = "") -> Snapshot:
+                        prefix: str = "", then: _Then | None = None) -> Snapshot:
         from ..engine._lazy import plain_state
 
         loaded = await self.store.load_checkpoint(record.run_id, meta.id)
@@ -187,10 +193,14 @@ class Inspector:
         for node, anchor, inner in threads:
             head = await self.store.thread_head(record.run_id, f"{anchor}/{node}")
             if head is not None and head.status is not RunStatus.COMPLETED:
-                subs[node] = await self._snapshot(record, head, inner)
-        own = await self.store.get_requests(record.run_id, open_only=True, checkpoint_id=meta.id)
+                subs[node] = await self._snapshot(record, head, inner, then)
         parked, waits = await parked_tasks(self.store, meta, prefix)
-        pending = [to_pending(r) for r in asks([*own, *waits])]
+        if then is None:
+            own = await self.store.get_requests(record.run_id, open_only=True,
+                                                checkpoint_id=meta.id)
+            pending = [to_pending(r) for r in asks([*own, *waits])]
+        else:
+            pending = [to_pending(r) for r in then.asked(meta)]
         for sub in subs.values():
             pending.extend(sub.pending_requests)
         return Snapshot(
@@ -200,6 +210,56 @@ class Inspector:
             node_histories=histories, next_tasks=meta.next_tasks,
             pending_requests=tuple(pending), subworkflows=subs, namespace=meta.namespace,
             created_at=meta.created_at, parked=parked)
+
+
+class _Then:
+    """What was open at an older checkpoint: the requests answered after ``at`` or never.
+
+    A checkpoint's own requests are those its superstep asked before the next
+    checkpoint was written; a parked task's, those asked before the checkpoint
+    (``ParkedTask.waits_for`` as it was). A superstep's rows move with it when
+    a run goes on from a copy of its checkpoint (a ``"resume"`` child, same
+    superstep): they are looked up at the checkpoint and at each such copy.
+    """
+
+    def __init__(self, at: datetime, metas: list[CheckpointMeta],
+                 rows: list[RequestRow]) -> None:
+        self.at, self.rows = at, rows
+        self.copies: dict[str, list[str]] = {}
+        self.ends: dict[str, datetime] = {}
+        for m in metas:
+            if m.parent_id is None:
+                continue
+            if m.source == "resume":
+                self.copies.setdefault(m.parent_id, []).append(m.id)
+            end = self.ends.get(m.parent_id)
+            self.ends[m.parent_id] = m.created_at if end is None else min(end, m.created_at)
+
+    def _moved(self, checkpoint_id: str) -> set[str]:
+        out, todo = set(), [checkpoint_id]
+        while todo:
+            if (cid := todo.pop()) not in out:
+                out.add(cid)
+                todo += self.copies.get(cid, [])
+        return out
+
+    def asked(self, meta: CheckpointMeta) -> list[RequestRow]:
+        """The requests to people of ``meta``'s tasks and parked tasks open at ``at``."""
+        quals: dict[str, set[str]] = {meta.id: set()}
+        for p in meta.parked:
+            names = {f"{meta.namespace}.{n}" if meta.namespace else n for n in p.names}
+            quals.setdefault(p.anchor, set()).update(names)
+        found: dict[str, RequestRow] = {}
+        for anchor, nodes in quals.items():
+            ids, own = self._moved(anchor), anchor == meta.id
+            end = self.ends.get(meta.id) if own else meta.created_at
+            for r in self.rows:
+                if (r.checkpoint_id in ids and r.kind == "request"
+                        and (own or r.node in nodes)
+                        and (end is None or r.created_at <= end)
+                        and (r.answered_at is None or r.answered_at > self.at)):
+                    found.setdefault(r.id, r)
+        return sorted(found.values(), key=lambda r: (r.created_at, r.id))
 
 
 def _check_history_args(run_id: object, namespace: object, limit: object,

@@ -78,7 +78,7 @@ def commit_tx(q: Queries, commit: Commit) -> Tx[None]:
         if commit.carry is not None:
             yield from carry_tx(q, run_id, commit.carry, meta.id)
     for write, carry in commit.nested:
-        yield from _check_thread_head(q, commit, write.meta)
+        yield from _check_thread_head(q, commit, write.meta, first=True)
         yield from insert_checkpoint(q, write)
         yield from carry_tx(q, run_id, carry, write.meta.id)
     yield from record_decisions_tx(q, run_id, commit.decisions)
@@ -96,15 +96,19 @@ def _after_run_update(q: Queries, commit: Commit) -> Tx[None]:
         yield from waiting_tx(q, run_id, utcnow(), commit.parked_on)
 
 
-def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None
-                       ) -> Tx[None]:
-    """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS)."""
+def _check_thread_head(q: Queries, commit: Commit, meta: CheckpointMeta | None = None, *,
+                       first: bool = False) -> Tx[None]:
+    """Refuse a checkpoint whose thread's head is not its parent (top level: see run CAS).
+
+    A ``first`` checkpoint (a nested copy) needs an empty thread: its parent
+    is the checkpoint of another thread whose history it continues.
+    """
     if meta is None and commit.checkpoint is not None:
         meta = commit.checkpoint.meta
     if meta is None:
         return
     rows = yield from fetch(q.cp_head, run_id=meta.run_id, thread=meta.thread)
-    if (rows[0]["checkpoint_id"] if rows else None) != meta.parent_id:
+    if (rows[0]["checkpoint_id"] if rows else None) != (None if first else meta.parent_id):
         raise LeaseLostError(meta.run_id, commit.lease.epoch, HEAD_MOVED)
 
 
