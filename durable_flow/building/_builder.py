@@ -56,12 +56,15 @@ class WorkflowBuilder:
     ``on_failure="pause"`` makes a node that exhausted its retries pause its
     run with ``RunInfo.error`` set (a dead letter) instead of failing it;
     ``Runtime.unpause`` (or ``resume``) then runs the failed task again.
+    ``max_runs_per_key=N``: workers execute at most N runs submitted with the
+    same ``concurrency_key`` at once; the others stay ``queued``, in order.
     """
 
     def __init__(self, name: str, state: type[Blackboard] = Blackboard, *,
                  version: str = "1", budget: Budget | None = None,
                  waits: WaitMode = "superstep", operators: Iterable[str] = (),
-                 viewers: Iterable[str] = (), on_failure: OnFailure = "fail") -> None:
+                 viewers: Iterable[str] = (), on_failure: OnFailure = "fail",
+                 max_runs_per_key: int | None = None) -> None:
         self.name = name
         self.state = state
         self.version = version
@@ -89,6 +92,13 @@ class WorkflowBuilder:
             self.waits = "superstep"
         self.operators = self._role_names("operators", operators)
         self.viewers = self._role_names("viewers", viewers)
+        self.max_runs_per_key = max_runs_per_key
+        if max_runs_per_key is not None and (
+                isinstance(max_runs_per_key, bool) or not isinstance(max_runs_per_key, int)
+                or max_runs_per_key < 1):
+            self._problems.append(
+                f"max_runs_per_key must be a positive int, got {max_runs_per_key!r:.60}")
+            self.max_runs_per_key = None
 
     def _role_names(self, what: str, names: Iterable[str]) -> tuple[str, ...]:
         """``operators=``/``viewers=`` checked: role names (problems collected for ``build``)."""
@@ -468,7 +478,7 @@ class WorkflowBuilder:
             max_supersteps=limit, version=self.version, maps=MappingProxyType(dict(self._maps)),
             migrations=MappingProxyType(dict(self._migrations)), budget=self.budget,
             waits=self.waits, operators=self.operators, viewers=self.viewers,
-            on_failure=self.on_failure)
+            on_failure=self.on_failure, max_runs_per_key=self.max_runs_per_key)
         from ._validate import validate_graph
 
         problems += validate_graph(wf)

@@ -1,4 +1,4 @@
-"""Acting on many runs at once: cancel, pause, unpause and retry over ids or filters.
+"""Acting on many runs at once: cancel, pause, unpause, retry and resume over ids or filters.
 
 Each command takes run ids, or the filters of ``durable-flow runs``
 (``--status``, ``--workflow``, ``--label k=v``, ``--since 2d``,
@@ -8,6 +8,12 @@ transaction of its own (``Runtime.cancel``/``pause``/``unpause``/``retry``),
 with a progress bar; the summary counts the runs done, those skipped because
 their status did not allow it (so running the same command again is safe),
 and those that failed. The command exits 1 when any failed.
+
+``resume`` over several runs hands each to the workers (``durable-flow
+resume RUN``, one run, executes it here with its workflow, ``_running.py``):
+a paused run is unpaused, a failed one queued again (``retry``); a run
+waiting for an answer, an event or a timer has nothing to resume with: it is
+left as it is and counted as waiting, not as done.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from ._support import CliOptions, fail, options
 if TYPE_CHECKING:
     from ..runtime._runtime import Runtime
 
-__all__ = ["ACTIONS", "Outcome", "cancel", "pause", "retry", "unpause"]
+__all__ = ["ACTIONS", "ByOpt", "DryRunOpt", "Outcome", "RunIdsArg", "YesOpt", "bulk", "cancel",
+           "pause", "retry", "unpause"]
 
 RunIdsArg = Annotated[list[str] | None, typer.Argument(
     metavar="[RUN]...", show_default=False,
@@ -50,23 +57,40 @@ ByOpt = Annotated[str | None, typer.Option(
 
 @dataclass
 class Outcome:
-    """What a bulk command did: the runs done, skipped and failed (with why)."""
+    """What a bulk command did: the runs done, skipped and failed (with why).
+
+    ``waiting`` (``resume`` only): waiting runs left as they were, with nothing
+    to resume them with (no answer, event or due timer yet).
+    """
 
     action: str
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """The summary line."""
+        idle = (f", {len(self.waiting)} waiting (nothing to resume them with yet)"
+                if self.action == "resume" else "")
         return (f"{self.action}: {len(self.done)} done, {len(self.skipped)} skipped "
-                f"(status did not allow it), {len(self.failed)} failed")
+                f"(status did not allow it){idle}, {len(self.failed)} failed")
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` summary."""
+        out: dict[str, Any] = {"action": self.action, "done": self.done,
+                               "skipped": self.skipped}
+        if self.action == "resume":
+            out["waiting"] = self.waiting
+        return {**out, "failed": self.failed}
 
 
 @dataclass(frozen=True, slots=True)
 class _Action:
     allowed: Callable[[RunInfo], bool]
     act: Callable[[Runtime, str, str | None, str | None], Awaitable[Any]]
+    #: runs the act would leave as they are (counted as ``waiting``, not skipped)
+    idle: Callable[[RunInfo], bool] = lambda _r: False
 
 
 def _cancel(rt: Runtime, run_id: str, reason: str | None, by: str | None) -> Awaitable[Any]:
@@ -85,6 +109,14 @@ def _retry(rt: Runtime, run_id: str, _reason: str | None, by: str | None) -> Awa
     return rt.retry(run_id, by=by)
 
 
+async def _resume(rt: Runtime, run_id: str, _reason: str | None, by: str | None) -> Any:
+    # for workers: a paused run (an operator's pause or a dead letter) is unpaused,
+    # a failed one queued again; both recorded as Runtime.unpause / retry record them
+    if (await rt.get_run(run_id)).status is RunStatus.PAUSED:
+        return await rt.unpause(run_id, by=by)
+    return await rt.retry(run_id, by=by)
+
+
 _LIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 #: each command: which runs its status allows, and the act (one transaction per run)
 ACTIONS: dict[str, _Action] = {
@@ -93,6 +125,8 @@ ACTIONS: dict[str, _Action] = {
     "unpause": _Action(lambda r: r.status is RunStatus.PAUSED, _unpause),
     "retry": _Action(lambda r: r.status is RunStatus.FAILED or (
         r.status is RunStatus.PAUSED and r.error is not None), _retry),
+    "resume": _Action(lambda r: r.status in (RunStatus.PAUSED, RunStatus.FAILED), _resume,
+                      idle=lambda r: r.status is RunStatus.WAITING),
 }
 
 
@@ -116,7 +150,9 @@ async def _apply(rt: Runtime, name: str, runs: Sequence[RunInfo], reason: str | 
         for info in runs:
             try:
                 current = await rt.get_run(info.run_id)  # as it is now, not when listed
-                if not action.allowed(current):
+                if action.idle(current):
+                    outcome.waiting.append(info.run_id)
+                elif not action.allowed(current):
                     outcome.skipped.append(info.run_id)
                 else:
                     await action.act(rt, info.run_id, reason, by)
@@ -127,17 +163,19 @@ async def _apply(rt: Runtime, name: str, runs: Sequence[RunInfo], reason: str | 
     return outcome
 
 
-def _bulk(ctx: typer.Context, name: str, ids: Sequence[str] | None, status: RunStatus | None,
-          workflow: str | None, label: Sequence[str] | None, since: str | None,
-          error_type: str | None, dry_run: bool, yes: bool, as_json: bool,
-          reason: str | None = None, by: str | None = None) -> None:
+def bulk(ctx: typer.Context, name: str, ids: Sequence[str] | None, status: RunStatus | None,
+         workflow: str | None, label: Sequence[str] | None, since: str | None,
+         error_type: str | None, dry_run: bool, yes: bool, as_json: bool,
+         reason: str | None = None, by: str | None = None,
+         workflow_flag: str = "--workflow") -> None:
+    """Run bulk command ``name`` over ``ids`` or the filters (see the module's docstring)."""
     opts: CliOptions = options(ctx)
     labels, after = parse_labels(label), parse_since(since)
     filtered = any(v is not None for v in (status, workflow, labels, after, error_type))
     if ids and filtered:
         fail(f"{name} takes run ids or filters, not both", 2)
     if not ids and not filtered:
-        fail(f"{name} needs run ids or filters (--status, --workflow, --label, --since, "
+        fail(f"{name} needs run ids or filters (--status, {workflow_flag}, --label, --since, "
              f"--error-type)", 2)
     if ids and len(ids) == 1 and not dry_run:
         return _one(opts, name, ids[0], reason, by, as_json)
@@ -183,8 +221,7 @@ def _report(name: str, runs: list[RunInfo], outcome: Outcome | None, dry_run: bo
         fail(f"{name} would act on {len(runs)} runs: pass --yes to go ahead "
              f"(or --dry-run to list them)")
     if as_json:
-        emit_json({"action": name, "done": outcome.done, "skipped": outcome.skipped,
-                   "failed": outcome.failed})
+        emit_json(outcome.as_json())
     else:
         console.print(Text(outcome.line()))
         for run_id, why in outcome.failed.items():
@@ -201,8 +238,8 @@ def cancel(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
 
     Each is recorded as a ``cancel`` decision ``by`` WHO ``via`` ``cli``.
     """
-    _bulk(ctx, "cancel", runs, status, workflow, label, since, error_type, dry_run, yes,
-          as_json, reason, by)
+    bulk(ctx, "cancel", runs, status, workflow, label, since, error_type, dry_run, yes,
+         as_json, reason, by)
 
 
 def pause(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
@@ -210,8 +247,8 @@ def pause(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
           error_type: ErrorTypeOpt = None, reason: ReasonOpt = None, by: ByOpt = None,
           dry_run: DryRunOpt = False, yes: YesOpt = False, as_json: JsonOpt = False) -> None:
     """Pause runs (ids or filters): not claimed until unpaused; a running one stops after its superstep."""
-    _bulk(ctx, "pause", runs, status, workflow, label, since, error_type, dry_run, yes,
-          as_json, reason, by)
+    bulk(ctx, "pause", runs, status, workflow, label, since, error_type, dry_run, yes,
+         as_json, reason, by)
 
 
 def unpause(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
@@ -219,8 +256,8 @@ def unpause(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None
             error_type: ErrorTypeOpt = None, by: ByOpt = None, dry_run: DryRunOpt = False,
             yes: YesOpt = False, as_json: JsonOpt = False) -> None:
     """Unpause paused runs (ids or filters): workers take them again."""
-    _bulk(ctx, "unpause", runs, status, workflow, label, since, error_type, dry_run, yes,
-          as_json, None, by)
+    bulk(ctx, "unpause", runs, status, workflow, label, since, error_type, dry_run, yes,
+         as_json, None, by)
 
 
 def retry(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
@@ -228,6 +265,6 @@ def retry(ctx: typer.Context, runs: RunIdsArg = None, status: StatusOpt = None,
           error_type: ErrorTypeOpt = None, by: ByOpt = None, dry_run: DryRunOpt = False,
           yes: YesOpt = False, as_json: JsonOpt = False) -> None:
     """Queue failed and dead-lettered runs again (ids or filters): workers resume them from their heads."""
-    _bulk(ctx, "retry", runs, status, workflow, label, since, error_type, dry_run, yes,
-          as_json, None, by)
+    bulk(ctx, "retry", runs, status, workflow, label, since, error_type, dry_run, yes,
+         as_json, None, by)
 

@@ -302,6 +302,8 @@ def snapshot_view(snap: Snapshot, info: RunInfo | None = None) -> RenderableType
         if info.labels:
             rows.append(("labels", cell(" ".join(f"{k}={v}"
                                                  for k, v in sorted(info.labels.items())))))
+        if info.concurrency_key is not None:  # workers run its key's runs in turn
+            rows.append(("concurrency key", cell(info.concurrency_key)))
     else:
         rows.append(("namespace", cell(snap.namespace)))
     rows += [("status", status_text(snap.status)), ("checkpoint", cell(snap.checkpoint_id)),

@@ -14,7 +14,9 @@ from ..model._approvals import Principal
 from ..model._graph import Workflow
 from ..model._records import RunInfo, RunResult, RunStatus
 from ..runtime._runtime import Runtime
+from ._bulk import ByOpt, DryRunOpt, RunIdsArg, YesOpt, bulk
 from ._db import inspected, opened, resolve_checkpoint, workflow_for_run
+from ._filters import ErrorTypeOpt, LabelOpt, SinceOpt
 from ._follow import execute, finish
 from ._options import (
     AllowMismatchOpt,
@@ -23,6 +25,7 @@ from ._options import (
     MigrateOpt,
     RegistryOpt,
     RunArg,
+    StatusOpt,
     TargetArg,
     WorkflowOpt,
 )
@@ -72,21 +75,46 @@ def run(
     finish(opts, result, console, as_json=as_json, tracker=tracker)
 
 
-def resume(ctx: typer.Context, run_id: RunArg, workflow: WorkflowOpt = None,
+WorkflowNameFilterOpt = Annotated[str | None, typer.Option(
+    "--workflow-name", metavar="NAME", show_default=False,
+    help="Only runs of this workflow (its name, as given to WorkflowBuilder).")]
+
+
+def resume(ctx: typer.Context, runs: RunIdsArg = None, workflow: WorkflowOpt = None,
            migrate: MigrateOpt = False, allow_mismatch: AllowMismatchOpt = False,
+           status: StatusOpt = None, workflow_name: WorkflowNameFilterOpt = None,
+           label: LabelOpt = None, since: SinceOpt = None, error_type: ErrorTypeOpt = None,
+           by: ByOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
            as_json: JsonOpt = False) -> None:
     """Continue a run from its latest checkpoint (after a crash, a fix, or answers).
 
-    With --migrate, a run started on an older version of the workflow moves
-    onto the version given first.
+    One RUN is executed here, with its workflow. With --migrate, a run
+    started on an older version of the workflow moves onto the version given
+    first. Several runs, or the filters of `durable-flow runs`
+    (--workflow-name for the workflow's name), are handed to the workers:
+    paused runs unpaused, failed runs queued again; a waiting run has nothing
+    to resume it with and is left waiting (counted as such). --dry-run lists
+    them, --yes is needed for more than one.
     """
+    filtered = any(v is not None for v in (status, workflow_name, label, since, error_type))
+    if runs and len(runs) == 1 and not filtered and not dry_run:
+        return _resume_here(ctx, runs[0], workflow, migrate, allow_mismatch, by, as_json)
+    if workflow is not None or migrate or allow_mismatch:
+        raise UsageError("--workflow, --migrate and --allow-mismatch resume one run here; "
+                         "several runs are handed to the workers")
+    bulk(ctx, "resume", runs, status, workflow_name, label, since, error_type, dry_run, yes,
+         as_json, None, by, workflow_flag="--workflow-name")
+
+
+def _resume_here(ctx: typer.Context, run_id: str, workflow: str | None, migrate: bool,
+                 allow_mismatch: bool, by: str | None, as_json: bool) -> None:
     opts = options(ctx)
     console, tracker = make_console(), Tracker(f"resuming {run_id}", run_id)
 
     async def go(rt: Runtime) -> RunResult:
         wf = await _workflow(rt, run_id, workflow, console, as_json)
-        events = rt.stream_resume(wf, run_id, migrate=migrate,
-                                     allow_mismatch=allow_mismatch)
+        events = rt.stream_resume(wf, run_id, migrate=migrate, allow_mismatch=allow_mismatch,
+                                  by=by, via="cli")
         return await follow(events, tracker, console, live=not as_json)
 
     finish(opts, execute(opts, go, tracker), console, as_json=as_json, tracker=tracker)

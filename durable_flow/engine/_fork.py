@@ -86,7 +86,8 @@ async def prepare_fork(
 ) -> ThreadState:
     """Create the forked run (``rc.run_id``) and return its top-level state.
 
-    The fork keeps the source's budget and records ``started_by``; its
+    The fork keeps the source's budget, labels and concurrency key (with its
+    ``max_per_key``) and records ``started_by``; its
     decision chain starts with ``decisions`` (the ``"fork"`` decision), in
     the transaction that creates it.
 
@@ -114,9 +115,10 @@ async def prepare_fork(
         carry = not (last and update) and await _is_head(store, meta)
         write = self_contained(loaded, rc.run_id, thread, carried=carry)
         at = len(copies.checkpoints)  # parked sub-workflows' threads go after it
-        write = await _fork_parked(store, target_wf, meta, write, copies, checkpoint_id)
-        copies.checkpoints.insert(at, write)
         node = None if last else chain[depth + 1].thread.partition("/")[2]
+        write = await _fork_parked(store, target_wf, meta, write, copies, checkpoint_id,
+                                   skip=node)
+        copies.checkpoints.insert(at, write)
         if carry:
             await _carry(store, target_wf, meta, write.meta, copies, checkpoint_id, skip=node)
         if node is not None:
@@ -134,7 +136,8 @@ async def prepare_fork(
         signature=source.signature, max_supersteps=source.max_supersteps,
         forked_from=CheckpointRef(source.run_id, checkpoint_id), workflow_ref=source.workflow_ref,
         workflow_version=source.workflow_version, budget=source.budget, started_by=started_by,
-        operators=workflow.operators, viewers=workflow.viewers)
+        operators=workflow.operators, viewers=workflow.viewers, labels=dict(source.labels),
+        concurrency_key=source.concurrency_key, max_per_key=source.max_per_key)
     await store.create_run(record, copies.checkpoints, None if done else rc.lease,
                            task_writes=copies.task_writes,
                            steps=copies.steps, requests=copies.requests, decisions=decisions)
@@ -224,12 +227,15 @@ async def _carry(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
 
 
 async def _fork_parked(store: CheckpointStore, wf: Workflow, src: CheckpointMeta,
-                       write: CheckpointWrite, copies: _Copies, given: str) -> CheckpointWrite:
+                       write: CheckpointWrite, copies: _Copies, given: str, *,
+                       skip: str | None) -> CheckpointWrite:
     """Bring ``src``'s parked tasks along, anchored at the copy, as they were at ``src``.
 
     Their requests and step results (recorded at their anchors) are copied as
     they stood when ``src`` was written: an answer given later is left out, so
-    the request is open again; a parked sub-workflow's thread is copied whole.
+    the request is open again; a parked sub-workflow's thread is copied whole,
+    unless it is ``skip``, the one the fork descends into (the chain down to
+    the forked checkpoint is copied in its place).
     """
     if not src.parked:
         return write
@@ -248,7 +254,7 @@ async def _fork_parked(store: CheckpointStore, wf: Workflow, src: CheckpointMeta
         head = await store.thread_head(src.run_id, f"{p.anchor}/{p.task}")
         spec = wf.nodes.get(TaskId.parse(p.task).node)
         sub = spec.subworkflow if spec is not None else None
-        if head is not None and sub is not None:
+        if head is not None and sub is not None and p.task != skip:
             loaded = await _load(store, head, given)
             inner = self_contained(loaded, new.run_id, f"{new.id}/{p.task}", carried=True)
             copies.checkpoints.append(inner)

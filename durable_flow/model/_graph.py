@@ -200,6 +200,9 @@ class Workflow:
     # "fail": a node that exhausted its retries fails the run; "pause": it pauses it (a
     # dead letter, RunInfo.error set) until unpause runs the failed task again
     on_failure: OnFailure = "fail"
+    # how many runs submitted with the same ``concurrency_key`` workers execute at once
+    # (None: no limit; not in the signature)
+    max_runs_per_key: int | None = None
 
     @property
     def schema(self) -> StateSchema:

@@ -199,6 +199,9 @@ class RunInfo:
     pause_reason: str | None = None
     #: the run's labels (``run``/``submit`` ``labels=``), string keys and values
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: the key of ``submit(..., concurrency_key=)``: workers execute at most the
+    #: workflow's ``max_runs_per_key`` runs of it at once (None: none)
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +211,8 @@ class Snapshot:
     Read straight from the stored JSON, without the workflow's code:
     ``values`` are plain JSON values, and each of ``node_histories`` is a
     sequence whose items become ``Message`` objects when read.
+    ``pending_requests`` of the head are the requests open now; of an older
+    checkpoint, those that were open at it (answered since or not).
     """
 
     run_id: str

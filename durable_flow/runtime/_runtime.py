@@ -69,7 +69,7 @@ from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses, only_repeats, parked_repeats
 from ._schedules import RuntimeSchedules
 from ._signals import signals_for
-from ._starting import check_budget_arg, create_run
+from ._starting import check_budget_arg, check_concurrency_key, create_run
 from ._streams import StreamEntry, follow_stream, read_stream
 from ._upgrade import UpgradeProblem, check_upgrade
 from ._versions import GraphBook, check_graph
@@ -308,7 +308,8 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
 
         The new run (id ``new_run_id``, default a new uuid7), its copied
         checkpoints and its lease are created in one transaction; a fork that
-        fails before that writes nothing. It keeps the source's budget; ``by``
+        fails before that writes nothing. It keeps the source's budget, labels
+        (``forked_from`` says where it came from) and concurrency key; ``by``
         is its ``started_by`` and its first decision's (a ``"fork"``, see ``_doors``).
         """
         return await last_result(self._fork(workflow, run_id, checkpoint_id, update,
@@ -443,17 +444,22 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
                      input: Mapping[str, Any] | Blackboard | None = None, *,
                      run_id: str | None = None, priority: int = 0,
                      budget: Budget | None = None, by: Principal | str | None = None,
-                     labels: Mapping[str, str] | None = None) -> RunInfo:
+                     labels: Mapping[str, str] | None = None,
+                     concurrency_key: str | None = None) -> RunInfo:
         """Save the run's input checkpoint and queue it for a ``Worker``; returns at once.
 
         Idempotent on ``run_id`` like :meth:`run`: the same id with the same
         input returns the run as it stands; another input raises
         ``InvalidInputError``. Higher ``priority`` runs are claimed first.
         ``budget``, ``by`` (``RunInfo.started_by``) and ``labels`` as in :meth:`run`.
+        ``concurrency_key``: workers execute at most the workflow's
+        ``max_runs_per_key`` runs of this key at once (across every workflow that
+        submits with it); the others stay ``queued`` and start in order.
         """
         check_workflow(workflow)
         check_start_args(run_id, None)
         check_budget_arg(budget)
+        check_concurrency_key(concurrency_key)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidInputError(f"priority must be an int, got {priority!r}")
         values, entry = validated_input(workflow, input)
@@ -462,7 +468,8 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         created = await self._create(workflow, lease, values, entry, digest,
                                      limit=workflow.max_supersteps, workflow_ref=None,
                                      status=RunStatus.QUEUED, priority=priority, budget=budget,
-                                     started_by=started_by(by), labels=labels)
+                                     started_by=started_by(by), labels=labels,
+                                     concurrency_key=concurrency_key)
         if isinstance(created, RunRecord):
             await self._check_same_start(workflow, created, digest)
         else:

@@ -16,7 +16,7 @@ from ..model._routing import Routed
 from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._versions import GraphBook
 
-__all__ = ["check_budget_arg", "create_run"]
+__all__ = ["check_budget_arg", "check_concurrency_key", "create_run"]
 
 
 def check_budget_arg(budget: Any) -> Budget | None:
@@ -26,18 +26,27 @@ def check_budget_arg(budget: Any) -> Budget | None:
     return budget
 
 
+def check_concurrency_key(key: Any) -> str | None:
+    """``concurrency_key=`` of ``submit``: a non-empty string or None."""
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidInputError(f"concurrency_key must be a non-empty string, got {key!r:.60}")
+    return key
+
+
 async def create_run(store: CheckpointStore, graphs: GraphBook, workflow: Workflow, lease: Lease,
                      values: dict[str, Any], entry: Routed, digest: str, *, limit: int,
                      workflow_ref: str | None, status: RunStatus, priority: int = 0,
                      budget: Budget | None = None,
                      started_by: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> ThreadState | None:
+                     labels: Mapping[str, str] | None = None,
+                     concurrency_key: str | None = None) -> ThreadState | None:
     """Create a run with its input checkpoint in one transaction.
 
     ``status`` is ``running`` (the caller executes it, under ``lease``) or
     ``queued`` (for a worker); a run with nothing to run is created
     ``completed``. ``budget`` (else the workflow's) is stored with the run, and
-    so are ``started_by``, ``labels`` and the workflow's ``operators``/``viewers``.
+    so are ``started_by``, ``labels``, ``concurrency_key`` (with the workflow's
+    ``max_runs_per_key``) and the workflow's ``operators``/``viewers``.
     Returns the new head state, or None when the id is taken.
     """
     from ._fleet import check_labels
@@ -54,7 +63,9 @@ async def create_run(store: CheckpointStore, graphs: GraphBook, workflow: Workfl
         max_supersteps=limit, workflow_ref=workflow_ref, input_digest=digest,
         workflow_version=workflow.version, priority=priority,
         budget=budget if budget is not None else workflow.budget, started_by=started_by,
-        operators=workflow.operators, viewers=workflow.viewers, labels=tags)
+        operators=workflow.operators, viewers=workflow.viewers, labels=tags,
+        concurrency_key=concurrency_key,
+        max_per_key=workflow.max_runs_per_key if concurrency_key is not None else None)
     held = lease if new.status is RunStatus.RUNNING else None
     await graphs.keep(workflow)  # so a changed graph can be told apart later
     try:

@@ -190,6 +190,10 @@ class RunStore(Protocol):
         and closes due waits as ``claim`` does; sets each ``running`` under a
         new lease (next epoch, ``wake_at`` cleared), marked with ``token``.
         Runs another transaction is claiming are skipped, never waited for.
+        A run with a ``concurrency_key`` and a ``max_per_key`` starts only while
+        fewer than ``max_per_key`` runs of its key are ``running`` and no queued
+        run of the key comes before it (atomically: two claims at once never
+        exceed it); it stays as it is meanwhile, and the runs of other keys go on.
         Returns the claimed runs as they are now, with their leases.
 
         A ``token`` names one claim: called again with the same token (its

@@ -104,6 +104,10 @@ class RunRecord:
     pause_reason: str | None = None
     #: the run's labels (string keys and values)
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: the run's concurrency key (``submit(..., concurrency_key=)``) and its workflow's
+    #: ``max_runs_per_key`` when it was submitted (None: no limit; migration 0020)
+    concurrency_key: str | None = None
+    max_per_key: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +319,9 @@ class Commit:
     existing id is left as it is), ``task_writes``, ``mark``,
     ``checkpoint``, ``run``, ``carry``, ``nested``: checkpoints of other
     threads (a sub-workflow's thread under ``checkpoint``), each the first of
-    its thread, each taking over what its ``Carry`` names. A commit that leaves the run
+    its thread (refused when the thread is not empty; its ``parent_id`` may
+    name the checkpoint of another thread it continues), each taking over
+    what its ``Carry`` names. A commit that leaves the run
     ``waiting`` then delivers the events kept in its mailbox to its open event
     waits (the run is ``queued`` instead when one was delivered) and sets the
     run's ``wake_at`` to the earliest ``expires_at`` of its open waits;

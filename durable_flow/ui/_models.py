@@ -71,6 +71,7 @@ class RunOut(BaseModel):
     priority: int = 0
     pause_reason: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    concurrency_key: str | None = None
 
     @classmethod
     def of(cls, info: RunInfo) -> RunOut:
@@ -83,7 +84,8 @@ class RunOut(BaseModel):
                    forked_from_run_id=ref.run_id if ref else None,
                    forked_from_checkpoint_id=ref.checkpoint_id if ref else None,
                    wake_at=info.wake_at, priority=info.priority,
-                   pause_reason=info.pause_reason, labels=dict(info.labels))
+                   pause_reason=info.pause_reason, labels=dict(info.labels),
+                   concurrency_key=info.concurrency_key)
 
 
 class RunsOut(BaseModel):

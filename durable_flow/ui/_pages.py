@@ -19,6 +19,7 @@ from ..errors import DurableFlowError, InvalidResponseError, NotAuthorizedError
 from ..model._access import allows
 from ..model._approvals import Principal
 from ..model._records import PendingRequest, RunInfo, RunStatus
+from ..runtime._limits import limit_waits
 from ..runtime.people._users import Users
 from ._api import service
 from ._doors import actor, inbox_filter, place, readable, require, sees_all
@@ -240,6 +241,9 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "cards": [RequestCard(r, build_form(r.response_schema)) for r in visible(
             head.pending_requests, None if sees_all(person) else person, "all")],
         "decisions": await svc.runtime.decisions(run_id),
+        # a task waiting for a grant of a limit: "waiting for api: 2 of 2 in use"
+        "limit_waits": await limit_waits(svc.runtime.store, run_id)
+        if info.status is RunStatus.RUNNING else [],
         "is_admin": sees_all(request.state.principal), "may_change": may_change})
 
 

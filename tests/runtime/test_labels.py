@@ -88,3 +88,17 @@ async def test_an_exported_run_keeps_its_labels_when_imported(
         await import_run(other.store, document)
         assert (await other.get_run(done.run_id)).labels == {"customer": "acme"}
         assert await other.select_runs(labels={"customer": "acme"}) == [done.run_id]
+
+
+async def test_a_fork_keeps_the_source_runs_labels_and_concurrency_key(rt: Runtime) -> None:
+    wf = echo()
+    source = await rt.submit(wf, {"text": "a"}, labels={"customer": "acme", "ticket": "T-9"},
+                             concurrency_key="acme")
+    [first] = await rt.history(source.run_id)
+    forked = await rt.fork(wf, source.run_id, first.id, update={"text": "b"})
+    info = await rt.get_run(forked.run_id)
+    assert info.labels == {"customer": "acme", "ticket": "T-9"}
+    assert info.concurrency_key == "acme"
+    assert info.forked_from is not None and info.forked_from.run_id == source.run_id
+    assert sorted(await rt.select_runs(labels={"ticket": "T-9"})) == sorted(
+        [source.run_id, forked.run_id])

@@ -63,7 +63,7 @@ async def setup(db: Path, url: str) -> dict[str, str]:
         linked = await rt.run(uikit.expense, {"claimant": "dora", "amount": 300,
                                               "deadline": 3600})
         escalating = await rt.run(uikit.expense, {"claimant": "erik", "amount": 900,
-                                                  "deadline": 4})
+                                                  "deadline": 8})
         link = await rt.approval_link(linked.run_id, linked.pending_requests[0].id,
                                       for_="alice", base_url=url, secret=SECRET)
         return {"small": small.run_id, "linked": linked.run_id,

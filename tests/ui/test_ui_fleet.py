@@ -69,3 +69,35 @@ async def test_the_run_page_pauses_and_unpauses_and_says_why(
         kinds = [(d.kind, d.by) for d in await rt.decisions(result.run_id)]
     assert kinds == [("pause", "admin"), ("unpause", "admin"), ("pause", "admin"),
                      ("unpause", "admin"), ("cancel", "admin")]
+
+
+async def test_the_run_page_says_when_a_task_waits_for_a_limit_and_shows_the_key(
+        store_factory: Callable[[], Any]) -> None:
+    wf = uikit.approval
+    async with Runtime(store_factory()) as rt:
+        info = await rt.submit(wf, {"topic": "tides"}, concurrency_key="acme")
+    store = store_factory()
+    await store.setup()
+    try:
+        [(record, _lease)] = await store.claim_next("w1", 30, [(wf.name, wf.version)], limit=1)
+        assert record.run_id == info.run_id
+        held = await store.request_grant("held", "api", run_id="other", task="call",
+                                         owner="w2", ttl=30.0, concurrency=1, per_second=None,
+                                         per_minute=None)
+        mine = await store.request_grant("mine", "api", run_id=info.run_id, task="draft",
+                                         owner="w1", ttl=30.0, concurrency=1, per_second=None,
+                                         per_minute=None)
+        assert held.granted and not mine.granted
+        async with serving(store_factory()) as client:
+            page = (await client.get(f"/runs/{info.run_id}")).text
+            assert "waiting for api: 1 of 1 in use (node draft)" in page
+            assert 'concurrency key: <span class="mono">acme</span>' in page
+            api = (await client.get(f"/api/runs/{info.run_id}")).json()
+            assert api["concurrency_key"] == "acme"
+            await store.release_grant("held", "api")
+            await store.request_grant("mine", "api", run_id=info.run_id, task="draft",
+                                      owner="w1", ttl=30.0, concurrency=1, per_second=None,
+                                      per_minute=None)  # granted now: no wait to show
+            assert "waiting for api" not in (await client.get(f"/runs/{info.run_id}")).text
+    finally:
+        await store.close()

@@ -180,6 +180,7 @@ def run_params(run: RunRecord) -> dict[str, object]:
         "audit_count": 0, "audit_head": "", "audit_root": "",  # set with the run's decisions
         "paused_from": None if run.paused_from is None else run.paused_from.value,
         "pause_reason": run.pause_reason, "labels": labels_json(run.labels),
+        "concurrency_key": run.concurrency_key, "max_per_key": run.max_per_key,
     }
 
 
@@ -215,6 +216,18 @@ def labels_of(raw: str | None) -> dict[str, str]:
             isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise TypeError("labels is not a JSON object of strings")
     return data
+
+
+def _key_of(raw: Any) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw):
+        raise TypeError("concurrency_key is not a non-empty string")
+    return raw
+
+
+def _per_key_of(raw: Any) -> int | None:
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
+        raise TypeError("max_per_key is not a positive integer")
+    return raw
 
 
 def budget_of(tokens: Any, usd: Any) -> Budget | None:
@@ -268,6 +281,8 @@ def run_from_row(row: Mapping[str, Any]) -> RunRecord:
             operators=_access(row.get("access"))[0], viewers=_access(row.get("access"))[1],
             paused_from=None if row["paused_from"] is None else _status(row["paused_from"]),
             pause_reason=row["pause_reason"], labels=labels_of(row["labels"]),
+            concurrency_key=_key_of(row["concurrency_key"]),
+            max_per_key=_per_key_of(row["max_per_key"]),
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise _unreadable(row.get("run_id"), row.get("head_checkpoint_id"), "the run row",

@@ -41,6 +41,7 @@ from .._protocols import (
 from . import _codec as t
 from ._decisions import fork_root_tx, permitted_drafts, record_decisions_tx
 from ._fleet import insert_labels_tx
+from ._keys import key_allows_tx, lock_keys_tx
 from ._ops import Notify, Tx, execute, execute_many, fetch, fetch_each, lock_run
 from ._shared import (
     insert_checkpoint,
@@ -174,8 +175,13 @@ def claim_next_tx(q: Queries, owner: str, ttl: float, workflows: Sequence[tuple[
         candidates.extend(t.run_from_row(row) for row in rows)
         candidates.extend((yield from due_runs_tx(q, name, version, now, limit)))
     candidates.sort(key=lambda r: (-r.priority, r.created_at, r.run_id))
+    yield from lock_keys_tx(q, candidates)
     claimed: list[tuple[RunRecord, Lease]] = []
-    for run in candidates[:limit]:
+    for run in candidates:
+        if len(claimed) >= limit:
+            break
+        if not (yield from key_allows_tx(q, run, now)):
+            continue  # its key is full, or an older run of the key goes first
         lease = Lease(run.run_id, owner, run.lease_epoch + 1, now + timedelta(seconds=ttl))
         if (yield from execute(q.run_claim, run_id=run.run_id, old_epoch=run.lease_epoch,
                                owner=owner, epoch=lease.epoch, expires=t.to_us(lease.expires_at),

@@ -54,6 +54,8 @@ class RunTable(_TableModel, table=True):
         Index("ix_runs_workflow", "workflow_name", "created_at", "run_id"),
         # workers find waiting runs whose timer or deadline has come without a scan
         Index("ix_runs_wake", "status", "wake_at"),
+        # a claim counts the running runs of a key (migration 0020)
+        Index("ix_runs_concurrency_key", "concurrency_key", "status"),
     )
 
     run_id: str = Field(primary_key=True)
@@ -99,6 +101,9 @@ class RunTable(_TableModel, table=True):
     paused_from: str | None = None
     pause_reason: str | None = Field(default=None, sa_type=Text)
     labels: str | None = Field(default=None, sa_type=Text)
+    # added by migration 0020: the run's concurrency key and how many runs of it may execute
+    concurrency_key: str | None = None
+    max_per_key: int | None = None
 
 
 class CheckpointTable(_TableModel, table=True):

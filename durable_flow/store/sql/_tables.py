@@ -82,6 +82,7 @@ __all__ = [
     "decode_versions",
     "error_json",
     "from_us",
+    "key_free",
     "queries_for",
     "request_from_row",
     "request_params",
@@ -103,6 +104,21 @@ STEPS: Table = METADATA.tables["steps"]
 REQUESTS: Table = METADATA.tables["requests"]
 
 # -- statements -------------------------------------------------------------------
+
+
+def key_free(runs: Table) -> ColumnElement[bool]:
+    """A run has no concurrency key, or fewer than its ``max_per_key`` runs of it are running.
+
+    The claim queries' filter, so that runs a full key holds back never fill a
+    claim's ``LIMIT`` (other keys go on); the claim checks each run again under
+    the key's lock (``Queries.key_running``, ``key_ahead``, ``key_lock``).
+    """
+    other = runs.alias("same_key")
+    running = (select(func.count()).select_from(other).where(
+        other.c.concurrency_key == runs.c.concurrency_key,
+        other.c.status == RunStatus.RUNNING.value).scalar_subquery())
+    return runs.c.concurrency_key.is_(None) | runs.c.max_per_key.is_(None) | (
+        running < runs.c.max_per_key)
 
 
 def compile_statement(stmt: ClauseElement, dialect: Dialect) -> Statement:
@@ -263,12 +279,13 @@ class Queries:
         expired = runs.c.lease_expires_at.is_(None) | (runs.c.lease_expires_at < bindparam("now"))
         # the SQL of store/_machine.py's claimable_now (waiting runs: _wait_queries.run_due)
         startable = runs.c.start_after.is_(None) | (runs.c.start_after <= bindparam("now"))
-        claimable = ((runs.c.status == RunStatus.QUEUED.value) & startable) | (
+        claimable = ((runs.c.status == RunStatus.QUEUED.value) & startable & key_free(runs)) | (
             (runs.c.status == RunStatus.RUNNING.value) & expired)
         self.run_claimable = c(select(runs).where(
             *_where(runs, "workflow_name", "workflow_version"), claimable)
             .order_by(runs.c.priority.desc(), runs.c.created_at, runs.c.run_id)
             .limit(bindparam("n")).with_for_update(skip_locked=True))
+        self._keys(d, c, startable)
         self.run_set_status = c(update(runs).where(*_where(runs, "run_id")).values(
             status=bindparam("new_status"), updated_at=bindparam("now"), wake_at=None))
         # pausing (store/_machine.py): the lease stays with its holder, which finishes
@@ -297,6 +314,33 @@ class Queries:
             error=bindparam("new_error"), updated_at=bindparam("now"),
             wake_at=bindparam("new_wake"), claim_token=bindparam("token"),
             start_attempts=bindparam("attempts"), start_after=None))
+
+    def _keys(self, d: SqlDialect, c: Callable[[ClauseElement], Statement],
+              startable: ColumnElement[bool]) -> None:
+        """Per-key run concurrency: what a claim checks before it starts a run with a key."""
+        runs = RUNS
+        of_key = runs.c.concurrency_key == bindparam("key")
+        # the runs of a key executing now (ix_runs_concurrency_key)
+        self.key_running = c(select(func.count().label("n")).where(
+            of_key, runs.c.status == RunStatus.RUNNING.value))
+        # a queued run of the key a claim would take before this one (priority, then
+        # submission): the key's runs start in that order
+        ahead = (runs.c.priority > bindparam("priority")) | (
+            (runs.c.priority == bindparam("priority")) & (
+                (runs.c.created_at < bindparam("created")) | (
+                    (runs.c.created_at == bindparam("created"))
+                    & (runs.c.run_id < bindparam("run_id")))))
+        self.key_ahead = c(select(runs.c.run_id).where(
+            of_key, runs.c.status == RunStatus.QUEUED.value, startable, ahead).limit(1))
+        # PostgreSQL: the claims of a key take turns (a transaction-level advisory lock per
+        # key, taken in one statement in the order of their hashes, so two claims never
+        # wait for each other's keys in opposite orders); SQLite holds the write lock
+        hashes = select(func.hashtext(func.unnest(bindparam("keys", type_=ARRAY(String))))
+                        .label("h")).distinct().subquery("hashes")
+        ordered = select(hashes.c.h).order_by(hashes.c.h).subquery("ordered")
+        locks = select(func.pg_advisory_xact_lock(ordered.c.h).label("locked"))
+        self.key_lock: Statement | None = (
+            c(locks) if d.dialect.name == "postgresql" else None)
 
     def _checkpoints(self, c: Callable[[ClauseElement], Statement]) -> None:
         cps = CHECKPOINTS

@@ -50,7 +50,7 @@ class WaitQueries:
         # due runs of one workflow version, through ix_runs_wake (status, wake_at)
         self.run_due = c(select(runs).where(
             runs.c.status == RunStatus.WAITING.value, runs.c.wake_at <= bindparam("now"),
-            *_where(runs, "workflow_name", "workflow_version"))
+            *_where(runs, "workflow_name", "workflow_version"), t.key_free(runs))
             .order_by(runs.c.wake_at).limit(bindparam("n")).with_for_update(skip_locked=True))
         self.run_set_wake = c(update(runs).where(*_where(runs, "run_id")).values(
             wake_at=bindparam("wake")))
