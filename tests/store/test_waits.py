@@ -201,10 +201,12 @@ async def test_nested_checkpoints_of_a_commit_each_take_over_what_their_source_r
     await store.put_step(lease, step("r1", first.meta.id, "sub.ask", "fetch", b"1"))
     top = chain.next()
     copy = chain.sub("sub").next(values={"x": 1}, status=RunStatus.WAITING)
-    stale = dataclasses.replace(copy, meta=dataclasses.replace(copy.meta, parent_id="nope"))
-    with pytest.raises(LeaseLostError):  # a nested checkpoint must start its thread
+    # a nested checkpoint must start its thread (its parent may be another thread's:
+    # the head it continues); one in a thread that has checkpoints is refused
+    taken = inner.next(values={"x": 2}, status=RunStatus.WAITING)
+    with pytest.raises(LeaseLostError):
         await store.commit(Commit(lease, extends=chain.metas[0].id, checkpoint=top,
-                                  nested=[(stale, Carry(first.meta.id))]))
+                                  nested=[(taken, Carry(first.meta.id))]))
     assert await store.get_checkpoint("r1", top.meta.id) is None
     await store.commit(Commit(lease, extends=chain.metas[0].id, checkpoint=top,
                               nested=[(copy, Carry(first.meta.id))],
