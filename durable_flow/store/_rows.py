@@ -8,7 +8,7 @@ live apart, in ``sql/_tables.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEAD_MOVED",
+    "HEAD_PARTS",
     "Carry",
     "CheckpointMeta",
     "CheckpointWrite",
@@ -41,6 +42,7 @@ __all__ = [
     "answerable_now",
     "check_answerable",
     "escalation_due",
+    "extra_parts",
     "match_mail",
 ]
 
@@ -353,6 +355,22 @@ class Commit:
     #: appended to the run's decision chain in the same transaction (``update_state``)
     decisions: Sequence[DecisionDraft] = ()
     withdraw: Sequence[str] = ()
+
+
+#: The parts of a ``Commit`` that move a run's head: a commit that sets no other
+#: part is a plain head move (see ``Commit.extra_parts``).
+HEAD_PARTS = frozenset({"lease", "extends", "checkpoint", "run"})
+
+
+def extra_parts(commit: Commit) -> tuple[str, ...]:
+    """The names of ``commit``'s parts that are set beyond ``HEAD_PARTS``, in field order.
+
+    Derived from the fields of ``Commit`` (an empty sequence, ``None`` and
+    ``False`` are unset), so a part added to ``Commit`` is never missed by a
+    backend that writes a plain head move a faster way.
+    """
+    return tuple(f.name for f in fields(commit)
+                 if f.name not in HEAD_PARTS and getattr(commit, f.name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import LeaseLostError
 from ...model._records import RunStatus
+from .._rows import extra_parts
 from .._segments import merge_block
 from ..sql import _codec as t
 from ..sql._shared import now_us
@@ -61,15 +62,16 @@ def plain_finish(commit: Commit) -> bool:
 
 
 def _only_head(commit: Commit) -> bool:
-    """A commit of one top-level checkpoint that becomes the head, and nothing more."""
+    """A commit of one top-level checkpoint that becomes the head, and nothing more.
+
+    "Nothing more" is ``extra_parts`` (``store/_rows.py``), derived from the
+    fields of ``Commit`` that ``commit_tx`` writes: a new part of a commit
+    goes the usual way until this statement learns it.
+    """
     upd, cp = commit.run, commit.checkpoint
     return (commit.extends is not None and cp is not None and cp.meta.thread == ""
             and upd is not None and upd.workflow_version is None
-            and upd.head_checkpoint_id == cp.meta.id
-            and commit.mark is None and commit.carry is None and not commit.nested
-            and not commit.task_writes and not commit.requests and not commit.answers
-            and not commit.reopen and not commit.drop_open_requests and not commit.decisions
-            and not commit.withdraw)
+            and upd.head_checkpoint_id == cp.meta.id and not extra_parts(commit))
 
 
 def checkpoint_params(cp: CheckpointWrite) -> dict[str, object]:
