@@ -265,45 +265,96 @@ async def _dump(db: Db) -> dict[str, list[Any]]:
     return await db.sql(_dump_tables)
 
 
-async def _calls(db: Db, calls: dict[str, Any], facts: Facts, run: str) -> list[Outcome]:
+class Watch:
+    """Whether anything was written to a copy since the last look, without reading its rows.
+
+    A SQLite file: ``PRAGMA data_version`` of a connection of the watch's own
+    changes whenever another connection (the store's) commits. A MemoryStore:
+    its one connection's ``total_changes`` (rows inserted, updated or deleted,
+    also in a transaction rolled back: then the rows are compared, and equal).
+    Only when it moved are the tables dumped and compared.
+    """
+
+    def __init__(self, db: Db) -> None:
+        self.db = db
+        self.conn = sqlite3.connect(db.path) if db.memory is None else None  # type: ignore[arg-type]
+
+    async def mark(self) -> int:
+        if self.conn is not None:
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(await self.db.sql(lambda conn: conn.total_changes))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+async def _calls(db: Db, calls: dict[str, Any], facts: Facts, run: str,
+                 rows: dict[str, list[Any]] | None = None) -> list[Outcome]:
+    """Each call on ``db``, in turn, with the tables it changed (``rows``: ``db``'s, if known)."""
     outcomes = []
-    async with Runtime(db.store()) as rt:
-        for name, call in calls.items():
-            before = await _dump(db)
-            error: BaseException | None = None
-            try:
-                await call(rt, facts, run)
-            except Exception as exc:
-                error = exc
-            outcomes.append(Outcome(name, error, table_changes(before, await _dump(db))))
+    watch = Watch(db)
+    try:
+        seen = await watch.mark()
+        state = rows if rows is not None else await _dump(db)
+        async with Runtime(db.store()) as rt:
+            for name, call in calls.items():
+                if (now := await watch.mark()) != seen:  # the store wrote as it opened
+                    seen, state = now, await _dump(db)
+                error: BaseException | None = None
+                try:
+                    await call(rt, facts, run)
+                except Exception as exc:
+                    error = exc
+                changes: dict[str, Any] = {}
+                if (now := await watch.mark()) != seen:
+                    after = await _dump(db)
+                    seen, changes, state = now, table_changes(state, after), after
+                outcomes.append(Outcome(name, error, changes))
+    finally:
+        watch.close()
     return outcomes
 
 
 async def run_calls(db: Db, tmp: Path, facts: Facts, run: str) -> list[Outcome]:
     """Every call about ``run``: the reads on one copy, each write on its own copy."""
-    outcomes = await _calls(await db.copy(tmp / "reads.db"), READS, facts, run)
+    rows = await _dump(db)  # every copy starts as ``db`` is
+    outcomes = await _calls(await db.copy(tmp / "reads.db"), READS, facts, run, rows)
     for i, (name, call) in enumerate(WRITES.items()):
-        outcomes += await _calls(await db.copy(tmp / f"write{i}.db"), {name: call}, facts, run)
+        outcomes += await _calls(await db.copy(tmp / f"write{i}.db"), {name: call}, facts, run,
+                                 rows)
     return outcomes
 
 
-@pytest.fixture(scope="module", params=KINDS)
+#: The undamaged scenario of each kind of store, built once per test process: pytest
+#: sets a module-scoped fixture up again for each test parametrized through it
+#: indirectly with its own ids, and a scenario takes about a second to build.
+_SCENARIOS: dict[str, Scenario] = {}
+
+
+@pytest.fixture(params=KINDS)
 def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
              ) -> Scenario:
-    """The undamaged scenario on one kind of store; ``template`` is its :class:`Db`."""
-    tmp = tmp_path_factory.mktemp("damaged")
+    """The undamaged scenario on one kind of store; ``template`` is its :class:`Db`.
 
-    async def make() -> Scenario:
-        template = await new_db(request.param, tmp / "template.db")
-        async with Runtime(template.store()) as rt:
-            facts = await build(rt)
-        baseline = {}
-        for run in facts.workflows:
-            outcomes = await run_calls(template, tmp, facts, run)
-            baseline[run] = {o.call: type(o.error) if o.error else None for o in outcomes}
-        return Scenario(facts, template, baseline)
+    Shared by every test of the process: each copies the template before it
+    changes anything.
+    """
+    kind = request.param
+    if kind not in _SCENARIOS:
+        _SCENARIOS[kind] = asyncio.run(_build(kind, tmp_path_factory.mktemp("damaged")))
+    return _SCENARIOS[kind]
 
-    return asyncio.run(make())
+
+async def _build(kind: str, tmp: Path) -> Scenario:
+    template = await new_db(kind, tmp / "template.db")
+    async with Runtime(template.store()) as rt:
+        facts = await build(rt)
+    baseline = {}
+    for run in facts.workflows:
+        outcomes = await run_calls(template, tmp, facts, run)
+        baseline[run] = {o.call: type(o.error) if o.error else None for o in outcomes}
+    return Scenario(facts, template, baseline)
 
 
 @pytest.mark.parametrize(("scenario", "case"), STORE_CASES, indirect=["scenario"])
