@@ -108,7 +108,7 @@ def _hold_and_kill(f: Fleet, make_store: StoreFactory, count: int) -> int:
     f.start("doomed", concurrency=count, lease_ttl=1.0, step_delay=600)
     # every step started (on a loaded machine its short leases may run out first and it
     # starts some again: those executions die with it, like the others)
-    wait_for(lambda: len(f.executions()) == 2 * count, 30,
+    wait_for(lambda: len(f.executions()) == 2 * count, 90,
              "the doomed worker to start every step")
     assert statuses(make_store) == {RunStatus.RUNNING: count}
     return f.kill("doomed")

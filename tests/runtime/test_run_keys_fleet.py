@@ -66,7 +66,7 @@ def overlaps(spans: list[tuple[float, float]]) -> int:
 
 
 def start(f: Fleet, name: str) -> None:
-    f.spawn(name, ["worker", "keykit:workflow", "--concurrency", "4", "--lease-ttl", "10",
+    f.spawn(name, ["worker", "keykit:workflow", "--concurrency", "2", "--lease-ttl", "10",
                    "--poll-interval", "0.2", "--grace-period", "5", "--name", name],
             KEY_JOURNAL=str(f.journal))
 
