@@ -2,9 +2,11 @@
 
 Every execution (``run``, ``resume``, ``fork``) starts here only after the
 store granted it the run's lease in one transaction (``create_run`` or
-``claim``); this module never takes a lease itself. It runs the engine in a
-task, forwards events, keeps the lease alive, turns the outcome into a
-``RunResult`` and frees the lease however the execution stops.
+``claim``); this module never takes a lease itself. Before the claim,
+``Executor.prepare`` reads and checks what the run goes on from, with no
+lease. It runs the engine (``continue_run``) in a task, forwards events,
+keeps the lease alive, turns the outcome into a ``RunResult`` and frees the
+lease however the execution stops.
 """
 
 from __future__ import annotations
