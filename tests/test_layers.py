@@ -45,11 +45,14 @@ def unit_of(parts: list[str]) -> str:
     return head
 
 
-def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, list[str]]]:
-    """(line, module path inside the package) of every import of the package in ``path``."""
+def imported(path: Path, package: Path = PACKAGE) -> list[tuple[int, list[str], list[str]]]:
+    """(line, module path inside the package, names) of every import of the package in ``path``.
+
+    ``names`` are those of ``from ... import names``; none for ``import ...``.
+    """
     rel = list(path.relative_to(package).with_suffix("").parts)
     here = rel[:-1]  # the package the module is in
-    found: list[tuple[int, list[str]]] = []
+    found: list[tuple[int, list[str], list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -61,11 +64,16 @@ def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, list[str]
                 continue
             if not target:  # ``from durable_flow import X``: the names' own modules
                 target = ["__init__"]
-            found.append((node.lineno, target))
+            found.append((node.lineno, target, [alias.name for alias in node.names]))
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name.split(".")[1:]) for alias in node.names
+            found += [(node.lineno, alias.name.split(".")[1:], []) for alias in node.names
                       if alias.name.split(".")[0] == "durable_flow"]
     return found
+
+
+def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, list[str]]]:
+    """(line, module path inside the package) of every import of the package in ``path``."""
+    return [(line, target) for line, target, _names in imported(path, package)]
 
 
 def test_every_folder_of_the_package_has_a_layer() -> None:
@@ -103,4 +111,43 @@ def test_an_upward_import_is_reported_even_inside_a_function(tmp_path: Path) -> 
     assert upward_imports(package) == [
         "engine/_loop.py:2 (engine) imports runtime._runtime (runtime)",
         "model/_graph.py:5 (model) imports building (building)",
+    ]
+
+
+def engine_bypasses(package: Path = PACKAGE) -> list[str]:
+    """Every import in ``runtime/`` of an engine name other than ``durable_flow.engine``'s public ones.
+
+    The engine's front door is its ``__init__``: the runtime imports from
+    ``durable_flow.engine`` only, and only the names in its ``__all__``.
+    """
+    import durable_flow.engine
+
+    public = set(durable_flow.engine.__all__)
+    wrong = []
+    for path in sorted((package / "runtime").rglob("*.py")):
+        for line, target, names in imported(path, package):
+            if target[:1] != ["engine"]:
+                continue
+            where = f"{path.relative_to(package)}:{line} imports"
+            if target != ["engine"]:
+                wrong.append(f"{where} {'.'.join(target)}")
+            else:
+                wrong += [f"{where} engine.{name}" for name in names if name not in public]
+    return wrong
+
+
+def test_the_runtime_uses_only_the_engines_front_door() -> None:
+    assert engine_bypasses() == []
+
+
+def test_a_runtime_import_of_a_private_engine_module_is_reported(tmp_path: Path) -> None:
+    package = tmp_path / "durable_flow"
+    (package / "runtime").mkdir(parents=True)
+    (package / "runtime" / "_x.py").write_text(
+        "from ..engine import RunReader\nfrom ..engine._loop import ThreadRunner\n\n\n"
+        "def f():\n    from ..engine import _lazy\n    import durable_flow.engine._state\n")
+    assert engine_bypasses(package) == [
+        "runtime/_x.py:2 imports engine._loop",
+        "runtime/_x.py:6 imports engine._lazy",
+        "runtime/_x.py:7 imports engine._state",
     ]

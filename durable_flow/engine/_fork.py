@@ -20,7 +20,6 @@ from ..store._protocols import (
     CheckpointMeta,
     CheckpointStore,
     CheckpointWrite,
-    Lease,
     LoadedCheckpoint,
     RequestRow,
     RunRecord,
@@ -364,7 +363,7 @@ async def check_no_recorded_work(store: CheckpointStore, record: RunRecord,
     tasks = meta.next_tasks if meta is not None else ()
     found: list[str] = []
     if meta is not None and workflow is not None and meta.parked:
-        reader = RunContext(store, Lease(record.run_id, "", 0, utcnow()), workflow.name, None)
+        reader = RunContext.reading(store, record.run_id, workflow.name)
         found += [f"the answered parked task {task!r}"
                   for task in await ready_parked(ThreadRunner(reader, workflow), meta)]
     if await store.get_task_writes(record.run_id, head):

@@ -67,6 +67,11 @@ class RunContext:
         # when it is next saved ``waiting`` (``Commit.parked_on``), so it is never stranded
         self.watched: set[str] = set()
 
+    @classmethod
+    def reading(cls, store: CheckpointStore, run_id: str, workflow_name: str) -> RunContext:
+        """A context that only reads the run: it holds no lease (epoch 0), so it may write nothing."""
+        return cls(store, Lease(run_id, "", 0, utcnow()), workflow_name, None)
+
     def watch(self, rows: Sequence[RequestRow]) -> None:
         """Remember the open requests among ``rows`` that may be answered while the run runs."""
         self.watched.update(r.id for r in rows if r.parked and r.answer is None)

@@ -2,9 +2,11 @@
 
 Every execution (``run``, ``resume``, ``fork``) starts here only after the
 store granted it the run's lease in one transaction (``create_run`` or
-``claim``); this module never takes a lease itself. It runs the engine in a
-task, forwards events, keeps the lease alive, turns the outcome into a
-``RunResult`` and frees the lease however the execution stops.
+``claim``); this module never takes a lease itself. Before the claim,
+``Executor.prepare`` reads and checks what the run goes on from, with no
+lease. It runs the engine (``continue_run``) in a task, forwards events,
+keeps the lease alive, turns the outcome into a ``RunResult`` and frees the
+lease however the execution stops.
 """
 
 from __future__ import annotations
@@ -12,29 +14,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from .._logs import get_logger, is_configured
-from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
-from ..engine._ownership import LOCAL_EXPIRY, HandBack, LeaseClock
-from ..engine._uses import Gate
+from ..engine import (
+    LOCAL_EXPIRY,
+    Gate,
+    HandBack,
+    LeaseClock,
+    Prepared,
+    RunContext,
+    RunReader,
+    ThreadOutcome,
+    continue_run,
+)
 from ..errors import LeaseLostError, RunNotFoundError
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import Event, EventKind, RunResult, RunStatus
 from ..store._approval_rows import DecisionDraft
-from ..store._protocols import CheckpointStore, Lease
+from ..store._protocols import CheckpointStore, Lease, RunRecord
 from ._inspect import asks, to_pending
 from ._lease import keep_lease
 from ._signals import signals_for
 from .observability._observer import RunObserver
 
-__all__ = ["Body", "Executor", "final_event"]
+__all__ = ["Executor", "final_event"]
 
 _log = get_logger()
-
-Body = Callable[[RunContext], Awaitable[ThreadOutcome]]
 
 _FINAL_KIND: dict[RunStatus, EventKind] = {
     RunStatus.COMPLETED: "run_completed", RunStatus.WAITING: "run_waiting",
@@ -52,7 +61,7 @@ def final_event(run_id: str, result: RunResult, superstep: int = 0) -> Event:
 
 
 class Executor:
-    """Runs claimed executions of runs for one ``Runtime``."""
+    """Runs claimed executions of runs for one ``Runtime`` or ``Worker``."""
 
     def __init__(self, store: CheckpointStore, lease_ttl: float, *,
                  requeue_on_abort: bool = False) -> None:
@@ -101,13 +110,27 @@ class Executor:
             self.cancelling.pop(run_id, None)
         return True
 
-    async def execute(self, workflow: Workflow, lease: Lease, body: Body,
-                      *, events: bool, sent_at: float | None = None) -> AsyncIterator[Event]:
-        """Run ``body`` under ``lease``; yield its events, the last one with the result.
+    async def prepare(self, workflow: Workflow, record: RunRecord) -> Prepared:
+        """Read and check, without a lease, what the run's next superstep continues.
+
+        The claim that follows names the head read here, so it is refused if
+        the run moved on meanwhile; damaged data raises having changed nothing.
+        """
+        prepared = await RunReader(self.store, workflow).prepare(record)
+        for row in await self.store.get_requests(record.run_id, open_only=True):
+            to_pending(row)  # the result lists them: a damaged one must stop us now
+        return prepared
+
+    async def execute(self, workflow: Workflow, lease: Lease, prepared: Prepared, *,
+                      events: bool, sent_at: float | None = None,
+                      started: Mapping[str, Any] | None = None,
+                      answered: Sequence[str] = ()) -> AsyncIterator[Event]:
+        """Run ``prepared`` on under ``lease``; yield its events, the last one with the result.
 
         ``sent_at`` is the ``time.monotonic()`` reading taken just before the
         claim (or creation) that granted the lease was sent: the lease's local
-        deadline counts from it (from now, when not given).
+        deadline counts from it (from now, when not given). ``started`` and
+        ``answered``: see ``continue_run``.
         """
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         # every event is logged and traced; a stream also gets it
@@ -118,6 +141,7 @@ class Executor:
                         observer.emit if observer.listening else None, clock=clock)
         rc.stopping = self.stopping
         rc.limits = self.limits
+        body = partial(continue_run, rc, workflow, prepared, started=started, answered=answered)
         task = asyncio.create_task(self._guarded(rc, workflow, body))
         self.active[lease.run_id] = task
         self.contexts[lease.run_id] = rc
@@ -140,26 +164,27 @@ class Executor:
                 del self.contexts[lease.run_id]
             observer.finish(final, _stopped_by(task) if final is None else None)
 
-    async def _guarded(self, rc: RunContext, workflow: Workflow, body: Body) -> Event:
+    async def _guarded(self, rc: RunContext, workflow: Workflow,
+                       body: Callable[[], Awaitable[ThreadOutcome]]) -> Event:
         try:
-            outcome = await body(rc)
+            outcome = await body()
         except asyncio.CancelledError:
             if rc.run_id not in self.cancelling:
                 # the caller went away (a timeout, an abandoned stream, shutdown):
                 # stop like a crash, but free the lease so the run resumes at once
-                await self._release(rc.lease)
+                await self.release(rc.lease)
                 raise
             await self.store.cancel_run(rc.run_id, self.cancelling[rc.run_id])
             return final_event(rc.run_id, await self.result(workflow, rc.run_id))
         except HandBack:
-            await self._release(rc.lease, requeue=True)
+            await self.release(rc.lease, requeue=True)
             if is_configured():
                 _log.info("run_given_back", run_id=rc.run_id, epoch=rc.lease.epoch)
             return final_event(rc.run_id, await self.result(workflow, rc.run_id))
         except LeaseLostError as exc:
             if exc.reason == LOCAL_EXPIRY:
                 # nobody may hold it yet: free it so that someone takes over at once
-                await self._release(rc.lease)
+                await self.release(rc.lease)
                 raise
             record = await self.store.get_run(rc.run_id)
             if record is not None and record.status is RunStatus.CANCELLED:
@@ -167,14 +192,14 @@ class Executor:
             raise
         except BaseException:
             # a store error or a corrupt checkpoint: stop, but do not keep others out
-            await self._release(rc.lease)
+            await self.release(rc.lease)
             raise
         result = await self.result(workflow, rc.run_id, outcome)
         if result.status is RunStatus.QUEUED:
             signals_for(self.store).wake()  # an event came while it ran: a worker goes on
         return final_event(rc.run_id, result, outcome.state.meta.superstep)
 
-    async def _release(self, lease: Lease, *, requeue: bool | None = None) -> None:
+    async def release(self, lease: Lease, *, requeue: bool | None = None) -> None:
         """Free the lease if it is still ours; never waits past a third of the lease."""
         requeue = self.requeue_on_abort if requeue is None else requeue
         with contextlib.suppress(Exception):
@@ -196,8 +221,8 @@ class Executor:
         if outcome is not None:
             state = outcome.state
         else:
-            rc = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
-            state = await ThreadRunner(rc, workflow).load(record.head_checkpoint_id or "")
+            state = await RunReader(self.store, workflow).head(run_id,
+                                                               record.head_checkpoint_id or "")
         open_rows = await self.store.get_requests(run_id, open_only=True)
         return RunResult(
             run_id=run_id, status=record.status, state=state.blackboard(workflow.schema),

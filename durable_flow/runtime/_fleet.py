@@ -18,14 +18,14 @@ from ..errors import InvalidInputError, RunNotFoundError
 from ..model._approvals import Principal, principal_of
 from ..model._clock import utcnow
 from ..model._records import RunInfo, RunStatus
-from ..store._approval_rows import Answerer, DecisionDraft
+from ..store._approval_rows import DecisionDraft
 from ..store._protocols import CheckpointStore, RunRecord
 from ._inspect import Inspector
 
 if TYPE_CHECKING:
     from ._execution import Executor
 
-__all__ = ["RuntimeFleet", "check_labels", "run_filters"]
+__all__ = ["RuntimeFleet", "check_labels", "run_filters", "unpause_run"]
 
 #: the principal recorded when a fleet action names nobody
 _RUNTIME = "runtime"
@@ -106,12 +106,7 @@ class RuntimeFleet:
         runs its failed task again from the head, nothing else. A run that is
         not paused is returned unchanged; ``RunNotFoundError``.
         """
-        record = await self._require_record(run_id)
-        if record.status is not RunStatus.PAUSED:
-            return self._inspect.info(record)
-        record = await self.store.unpause_run(run_id,
-                                              decision=_decision("unpause", run_id, by, None))
-        return self._inspect.info(record)
+        return self._inspect.info(await unpause_run(self.store, run_id, by))
 
     async def retry(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
         """Queue a failed or dead-lettered run again; a ``Worker`` resumes it from its head.
@@ -119,7 +114,7 @@ class RuntimeFleet:
         A dead-lettered run (paused with an error) is unpaused, recorded as a
         decision. Any other run is returned unchanged; ``RunNotFoundError``.
         """
-        record = await self._require_record(run_id)
+        record = await _require(self.store, run_id)
         if record.status is RunStatus.PAUSED and record.error is not None:
             return await self.unpause(run_id, by=by)
         return self._inspect.info(await self.store.retry_run(run_id))
@@ -154,15 +149,18 @@ class RuntimeFleet:
             found = [r for r in found if r.error is not None and r.error.type == error_type]
         return [r.run_id for r in found]
 
-    async def _unpaused(self, record: RunRecord, who: Answerer | None) -> RunRecord:
-        """``record``, unpaused first when paused (``resume`` of a paused run unpauses it)."""
-        if record.status is not RunStatus.PAUSED:
-            return record
-        await self.unpause(record.run_id, by=None if who is None else who.principal)
-        return await self._require_record(record.run_id)
 
-    async def _require_record(self, run_id: str) -> RunRecord:
-        record = await self.store.get_run(run_id)
-        if record is None:
-            raise RunNotFoundError(run_id)
+async def unpause_run(store: CheckpointStore, run_id: str,
+                      by: Principal | str | None) -> RunRecord:
+    """The run, made claimable again first when it is paused (an ``"unpause"`` decision ``by``)."""
+    record = await _require(store, run_id)
+    if record.status is not RunStatus.PAUSED:
         return record
+    return await store.unpause_run(run_id, decision=_decision("unpause", run_id, by, None))
+
+
+async def _require(store: CheckpointStore, run_id: str) -> RunRecord:
+    record = await store.get_run(run_id)
+    if record is None:
+        raise RunNotFoundError(run_id)
+    return record

@@ -8,17 +8,37 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..engine._state import encode_field, input_values
+from ..engine import encode_field, input_values
 from ..errors import InvalidInputError
 from ..model._blackboard import Blackboard
+from ..model._budget import Budget
 from ..model._graph import Workflow
 from ..model._records import Event, RunResult, RunStatus
 from ..model._routing import Routed, route_entry
+from ..store._protocols import CheckpointStore
 
 __all__ = [
-    "SETTLED", "check_mapping", "check_prune_args", "check_start_args", "check_workflow", "input_digest",
+    "SETTLED", "check_budget_arg", "check_concurrency_key", "check_lease_ttl", "check_mapping",
+    "check_prune_args", "check_start_args", "check_store", "check_workflow", "input_digest",
     "last_result", "seconds", "validated_input",
 ]
+
+def check_store(store: object) -> CheckpointStore:
+    """``InvalidInputError`` unless ``store`` is a checkpoint store."""
+    if not isinstance(store, CheckpointStore):
+        raise InvalidInputError(f"Runtime needs a checkpoint store (MemoryStore, SqliteStore, ...), "
+                                f"got {type(store).__name__}")
+    return store
+
+
+def check_lease_ttl(lease_ttl: object) -> float:
+    """``lease_ttl=``: a positive, finite number of seconds."""
+    if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) \
+            or not math.isfinite(lease_ttl) or lease_ttl <= 0:
+        raise InvalidInputError(
+            f"lease_ttl must be a positive, finite number of seconds, got {lease_ttl!r}")
+    return float(lease_ttl)
+
 
 def check_workflow(workflow: object) -> None:
     """``InvalidInputError`` unless ``workflow`` is a built ``Workflow``."""
@@ -114,3 +134,17 @@ def check_prune_args(run_id: object, keep_last: object, older_than: object) -> N
         raise InvalidInputError("prune needs keep_last, older_than or both")
     if keep_last is not None and keep_last < 1:
         raise InvalidInputError("keep_last must be at least 1")
+
+
+def check_budget_arg(budget: Any) -> Budget | None:
+    """``budget=`` of ``run``/``submit``: a ``Budget`` or None."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise InvalidInputError(f"budget must be a Budget, got {budget!r:.60}")
+    return budget
+
+
+def check_concurrency_key(key: Any) -> str | None:
+    """``concurrency_key=`` of ``submit``: a non-empty string or None."""
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidInputError(f"concurrency_key must be a non-empty string, got {key!r:.60}")
+    return key

@@ -67,7 +67,7 @@ def to_pending(row: RequestRow, schemas: dict[bytes, dict[str, Any]] | None = No
         payload = decode(row.payload)
         approval = approval_of(row)
     except Exception as exc:
-        from ..engine._state import DAMAGE, corrupted  # imported when data is damaged
+        from ..engine import DAMAGE, corrupted  # imported when data is damaged
 
         if isinstance(exc, DAMAGE):
             raise corrupted(row.run_id, row.checkpoint_id, exc, f"request {row.id!r}") from None
@@ -181,7 +181,7 @@ class Inspector:
 
     async def _snapshot(self, record: RunRecord, meta: CheckpointMeta,
                         prefix: str = "", then: _Then | None = None) -> Snapshot:
-        from ..engine._lazy import plain_state
+        from ..engine import plain_state
 
         loaded = await self.store.load_checkpoint(record.run_id, meta.id)
         values, histories = await plain_state(loaded)  # a row at a time: other tasks run

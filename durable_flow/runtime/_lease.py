@@ -4,7 +4,7 @@ Two tasks guard every execution. The renewer renews the lease every
 ``lease_ttl / 3``; a renewal that fails for a passing reason (a busy
 database, a dropped connection) or hangs is tried again with backoff and
 logged. The watchdog holds the lease's local deadline
-(:class:`~durable_flow.engine._ownership.LeaseClock`: ``lease_ttl`` less a
+(:class:`~durable_flow.engine.LeaseClock`: ``lease_ttl`` less a
 margin from the moment the last successful renewal was *sent*): when it
 passes with no newer success, it stops the run's tasks, before any other
 process may take the run over. So a holder cut off from the database stops
@@ -34,8 +34,7 @@ from tenacity import (
 )
 
 from .._logs import get_logger, is_configured
-from ..engine._loop import RunContext
-from ..engine._ownership import LOCAL_EXPIRY, LeaseClock
+from ..engine import LOCAL_EXPIRY, LeaseClock, RunContext
 from ..errors import LeaseLostError
 from ..store._protocols import CheckpointStore, Lease
 

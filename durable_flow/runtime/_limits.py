@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .._logs import get_logger
-from ..engine._uses import Uses
+from ..engine import Uses
 from ..errors import InvalidInputError
 from ..model._clock import utcnow
 from ..model._graph import NodeSpec, Workflow

@@ -13,7 +13,7 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from ..engine._state import DAMAGE, corrupted
+from ..engine import DAMAGE, corrupted
 from ..errors import DurableFlowError, InvalidResponseError, UnknownRequestError
 from ..model._clock import utcnow
 from ..model._records import RunStatus

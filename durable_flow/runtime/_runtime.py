@@ -1,17 +1,13 @@
 """Runtime: the public entry point that starts, resumes, inspects and forks runs.
 
-Every execution owns its run through one store transaction before it runs
-anything: ``create_run`` for a new run or a fork, ``claim`` (status check,
-answers, lease) for ``resume``, ``update_state`` and a ``run`` that continues
-an existing id. The engine's commits then name the head they extend, so a
-second execution of the same run can neither start nor write.
+What starts, continues, forks and updates runs is its ``Runs`` (``_runs.py``);
+every execution runs on its ``Executor``; the read side is its ``Inspector``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import socket
 import time
@@ -19,11 +15,6 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
-from ..engine._fork import check_no_recorded_work, commit_update, plan_update, prepare_fork
-from ..engine._loop import RunContext, ThreadOutcome, ThreadRunner
-from ..engine._migrate import MigrationPlan, commit_migration, plan_migration
-from ..engine._preflight import preflight
-from ..engine._state import ThreadState
 from ..errors import (
     InvalidInputError,
     RunLockedError,
@@ -35,7 +26,7 @@ from ..model._blackboard import Blackboard
 from ..model._budget import Budget
 from ..model._clock import utcnow
 from ..model._graph import Workflow
-from ..model._ids import new_id, new_run_id
+from ..model._ids import new_id
 from ..model._records import (
     CheckpointInfo,
     Event,
@@ -45,34 +36,30 @@ from ..model._records import (
     RunStatus,
     Snapshot,
 )
-from ..model._routing import Routed
 from ..store._approval_rows import Answerer
-from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord, RunUpdate
-from ._again import going_on
-from ._approvals import RuntimeApprovals, answerer, check_backed
-from ._doors import RuntimeDoors, check_answerer, fork_decision, started_by, update_decision
-from ._events import asleep, send_event
-from ._execution import Executor, final_event
+from ..store._protocols import CheckpointStore, RunRecord
+from ._approvals import RuntimeApprovals, answerer
+from ._doors import RuntimeDoors, check_answerer
+from ._events import send_event
+from ._execution import Executor
 from ._fleet import RuntimeFleet
-from ._holders import dead_holder
 from ._inputs import (
+    check_lease_ttl,
     check_mapping,
     check_prune_args,
-    check_start_args,
+    check_store,
     check_workflow,
-    input_digest,
     last_result,
     seconds,
-    validated_input,
 )
 from ._inspect import Inspector, settled, to_pending
 from ._responses import check_responses, only_repeats, parked_repeats
+from ._runs import Runs
 from ._schedules import RuntimeSchedules
 from ._signals import signals_for
-from ._starting import check_budget_arg, check_concurrency_key, create_run
 from ._streams import StreamEntry, follow_stream, read_stream
 from ._upgrade import UpgradeProblem, check_upgrade
-from ._versions import GraphBook, check_graph
+from ._versions import GraphBook
 
 __all__ = ["Runtime"]
 
@@ -91,19 +78,14 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
 
     def __init__(self, store: CheckpointStore, *, lease_ttl: float = 30.0,
                  owner: str | None = None) -> None:
-        if not isinstance(store, CheckpointStore):
-            raise InvalidInputError(f"Runtime needs a checkpoint store (MemoryStore, SqliteStore, ...), "
-                                    f"got {type(store).__name__}")
-        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) \
-                or not math.isfinite(lease_ttl) or lease_ttl <= 0:
-            raise InvalidInputError(
-                f"lease_ttl must be a positive, finite number of seconds, got {lease_ttl!r}")
-        self.store = store
-        self.lease_ttl = float(lease_ttl)
+        self.store = check_store(store)
+        self.lease_ttl = check_lease_ttl(lease_ttl)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
         self._exec = Executor(store, self.lease_ttl)
         self._inspect = Inspector(store)
         self._graphs = GraphBook(store)
+        self._runs = Runs(store, self._exec, self._graphs, owner=self.owner,
+                          lease_ttl=self.lease_ttl)
 
     async def __aenter__(self) -> Runtime:
         await self.store.setup()
@@ -128,8 +110,9 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         person is asked (see ``Budget``). ``by`` (a ``Principal`` or id): ``RunInfo.started_by``;
         ``labels``: see ``RunInfo.labels``.
         """
-        return await last_result(self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                             budget, events=False, by=by, labels=labels))
+        return await last_result(self._runs.start(workflow, input, run_id, max_supersteps,
+                                                  workflow_ref, budget, events=False, by=by,
+                                                  labels=labels))
 
     async def stream(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None = None,
                      *, run_id: str | None = None, max_supersteps: int | None = None,
@@ -137,76 +120,10 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
                      by: Principal | str | None = None,
                      labels: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
         """Like :meth:`run`, yielding events; the last one carries the ``RunResult``."""
-        async for event in self._start(workflow, input, run_id, max_supersteps, workflow_ref,
-                                       budget, events=True, by=by, labels=labels):
+        async for event in self._runs.start(workflow, input, run_id, max_supersteps,
+                                            workflow_ref, budget, events=True, by=by,
+                                            labels=labels):
             yield event
-
-    async def _start(self, workflow: Workflow, input: Mapping[str, Any] | Blackboard | None,
-                     run_id: str | None, max_supersteps: int | None, workflow_ref: str | None,
-                     budget: Budget | None, *, events: bool,
-                     by: Principal | str | None = None,
-                     labels: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
-        check_workflow(workflow)
-        check_start_args(run_id, max_supersteps)
-        check_budget_arg(budget)
-        values, entry = validated_input(workflow, input)
-        run_id = run_id or new_run_id()
-        digest = input_digest(values)
-        limit = max_supersteps or workflow.max_supersteps
-        sent = time.monotonic()  # the lease's local deadline counts from here
-        lease = self._new_lease(run_id)
-        created = await self._create(workflow, lease, values, entry, digest, limit=limit,
-                                     workflow_ref=workflow_ref, status=RunStatus.RUNNING,
-                                     budget=budget, started_by=started_by(by), labels=labels)
-        if isinstance(created, ThreadState):
-            async for event in self._begin(workflow, lease, created, events, limit,
-                                           sent_at=sent, new=True):
-                yield event
-            return
-        record = created
-        async for event in self._rejoin(workflow, record, digest, events):
-            yield event
-
-    async def _create(self, workflow: Workflow, lease: Lease, values: dict[str, Any],
-                      entry: Routed, digest: str, **how: Any) -> ThreadState | RunRecord:
-        """The new run's head state (see ``create_run``), or the existing run's row."""
-        state = await create_run(self.store, self._graphs, workflow, lease, values, entry,
-                                 digest, **how)
-        return state if state is not None else await self._require(lease.run_id)
-
-    async def _begin(self, workflow: Workflow, lease: Lease, state: ThreadState, events: bool,
-                     limit: int, *, sent_at: float | None = None, new: bool = False,
-                     **started: Any) -> AsyncIterator[Event]:
-        """Execute a run just created with ``state`` as its head (or report it finished).
-
-        ``new``: a run started afresh (nothing recorded against its head, as a fork's may).
-        """
-        data = {"workflow": workflow.name, **(started or {"input": sorted(state.values)})}
-        if not state.meta.next_tasks and not state.meta.parked:
-            if events:
-                yield Event(kind="run_started", run_id=lease.run_id, namespace="",
-                            superstep=state.meta.superstep, node=None, ts=utcnow(), data=data)
-            yield final_event(lease.run_id, await self._exec.result(workflow, lease.run_id))
-            return
-
-        async def go(rc: RunContext) -> ThreadOutcome:
-            rc.emit("run_started", "", state.meta.superstep, **data)
-            return await ThreadRunner(rc, workflow, max_supersteps=limit).run(state, new=new)
-
-        async for event in going_on(self, workflow, self._exec.execute(
-                workflow, lease, go, events=events, sent_at=sent_at), events):
-            yield event
-
-    async def _rejoin(self, workflow: Workflow, record: RunRecord, digest: str,
-                      events: bool) -> AsyncIterator[Event]:
-        """``run`` with the id of an existing run: its result, or its continuation."""
-        await self._check_same_start(workflow, record, digest)
-        if record.status is RunStatus.RUNNING:
-            async for event in self._continue(workflow, record.run_id, None, False,
-                                              events=events):
-                yield event
-            return
-        yield final_event(record.run_id, await self._exec.result(workflow, record.run_id))
 
     async def resume(self, workflow: Workflow, run_id: str, *,
                      responses: Mapping[str, Any] | None = None, migrate: bool = False,
@@ -227,9 +144,9 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         moves the run onto it first, and ``responses`` apply after it.
         ``by``, ``comment`` and ``via`` answer as :meth:`respond`'s do.
         """
-        return await last_result(self._continue(workflow, run_id, responses, allow_mismatch,
-                                                events=False, migrate=migrate,
-                                                who=answerer(by, via, comment)))
+        return await last_result(self._runs.go_on(workflow, run_id, responses, allow_mismatch,
+                                                  events=False, migrate=migrate,
+                                                  who=answerer(by, via, comment)))
 
     async def stream_resume(self, workflow: Workflow, run_id: str, *,
                             responses: Mapping[str, Any] | None = None, migrate: bool = False,
@@ -242,62 +159,9 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         type (a custom validator) is rejected when the node runs: the request
         is open again and the run stays ``waiting``.
         """
-        async for event in self._continue(workflow, run_id, responses, allow_mismatch,
-                                          events=True, migrate=migrate,
-                                          who=answerer(by, via, comment)):
-            yield event
-
-    async def _continue(self, workflow: Workflow, run_id: str,
-                        responses: Mapping[str, Any] | None, allow_mismatch: bool,
-                        *, events: bool, migrate: bool = False,
-                        who: Answerer | None = None) -> AsyncIterator[Event]:
-        check_workflow(workflow)
-        check_mapping("responses", responses)
-        record = await self._unpaused(await self._require(run_id), who)
-        migrating = migrate and record.workflow_version != workflow.version
-        await check_graph(self.store, workflow, record, allow_mismatch=allow_mismatch,
-                          migrate=migrating)
-        await check_answerer(self.store, run_id, responses, who)
-        if record.status.is_final and not await only_repeats(self.store, record, responses):
-            raise RunNotResumableError(run_id, record.status.value)
-        answers, _repeated = await check_responses(self.store, record, responses or {})
-        if not migrating and not answers and (
-                (responses and record.status is not RunStatus.RUNNING) or asleep(record)):
-            # answers recorded before, or a run whose timer is still ahead: a no-op
-            yield await self._repeated(workflow, run_id)
-            return
-        self._check_not_active(run_id)
-        head = record.head_checkpoint_id or ""
-        # read and check everything the first superstep will use before claiming:
-        # damaged data then raises having changed nothing
-        state, preloaded, plan = await self._to_continue(workflow, record, migrating)
-        sent = time.monotonic()  # the lease's local deadline counts from here
-        try:
-            lease = await self.store.claim(Claim(
-                run_id, self.owner, self.lease_ttl, answers=answers, expect_head=head,
-                answerer=who, dead_holder=dead_holder(self.store, record, utcnow())))
-        except (RunNotResumableError, RunLockedError):
-            # another execution moved the run on since it was read: answers it
-            # has already recorded are a no-op; anything else is refused
-            if not await only_repeats(self.store, await self._require(run_id), responses):
-                raise
-            yield await self._repeated(workflow, run_id)
-            return
-
-        async def go(rc: RunContext) -> ThreadOutcome:
-            for rid in answers:
-                rc.emit("request_answered", "", 0, request_id=rid)
-            if plan is not None:
-                await commit_migration(rc, workflow, plan)
-            rc.preloaded.update(preloaded)
-            runner = ThreadRunner(rc, workflow, max_supersteps=record.max_supersteps)
-            runner.checked(state.meta.id)
-            if not state.meta.next_tasks and not state.meta.parked:  # finished before its status was written
-                await rc.commit(extends=head, run=RunUpdate(RunStatus.COMPLETED, release=True))
-            return await runner.run(state)
-
-        async for event in going_on(self, workflow, self._exec.execute(
-                workflow, lease, go, events=events, sent_at=sent), events):
+        async for event in self._runs.go_on(workflow, run_id, responses, allow_mismatch,
+                                            events=True, migrate=migrate,
+                                            who=answerer(by, via, comment)):
             yield event
 
     async def fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
@@ -312,38 +176,18 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         (``forked_from`` says where it came from) and concurrency key; ``by``
         is its ``started_by`` and its first decision's (a ``"fork"``, see ``_doors``).
         """
-        return await last_result(self._fork(workflow, run_id, checkpoint_id, update,
-                                            allow_mismatch, new_run_id, events=False,
-                                            by=by, via=via))
+        return await last_result(self._runs.fork(workflow, run_id, checkpoint_id, update,
+                                                 allow_mismatch, new_run_id, events=False,
+                                                 by=by, via=via))
 
     async def stream_fork(self, workflow: Workflow, run_id: str, checkpoint_id: str, *,
                           update: Mapping[str, Any] | None = None, allow_mismatch: bool = False,
                           new_run_id: str | None = None, by: Principal | str | None = None,
                           via: str = "api") -> AsyncIterator[Event]:
         """Like :meth:`fork`, yielding events; the last one carries the ``RunResult``."""
-        async for event in self._fork(workflow, run_id, checkpoint_id, update, allow_mismatch,
-                                      new_run_id, events=True, by=by, via=via):
-            yield event
-
-    async def _fork(self, workflow: Workflow, run_id: str, checkpoint_id: str,
-                    update: Mapping[str, Any] | None, allow_mismatch: bool,
-                    fork_id: str | None, *, events: bool, by: Principal | str | None = None,
-                    via: str = "api") -> AsyncIterator[Event]:
-        check_workflow(workflow)
-        check_mapping("update", update)
-        check_start_args(fork_id, None)
-        if not isinstance(checkpoint_id, str):
-            raise InvalidInputError(f"checkpoint_id must be a string, got {checkpoint_id!r}")
-        source = await self._require(run_id)
-        await check_graph(self.store, workflow, source, allow_mismatch=allow_mismatch)
-        decision = await fork_decision(self.store, source, checkpoint_id, update, by, via)
-        sent = time.monotonic()  # the lease's local deadline counts from here
-        lease = self._new_lease(fork_id or new_run_id())
-        rc = RunContext(self.store, lease, workflow.name, None)
-        state = await prepare_fork(rc, workflow, source, checkpoint_id, update or {},
-                                   started_by=decision.by, decisions=[decision])
-        async for event in self._begin(workflow, lease, state, events, source.max_supersteps,
-                                       sent_at=sent, forked_from=checkpoint_id):
+        async for event in self._runs.fork(workflow, run_id, checkpoint_id, update,
+                                           allow_mismatch, new_run_id, events=True, by=by,
+                                           via=via):
             yield event
 
     async def update_state(self, workflow: Workflow, run_id: str, values: Mapping[str, Any], *,
@@ -365,79 +209,7 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         raise ``RunNotResumableError``. Recorded as an ``"update"`` decision
         ``by`` (the fields, ``as_node`` and the digest of ``values``).
         """
-        check_workflow(workflow)
-        if not isinstance(values, Mapping):
-            raise InvalidInputError(f"values must be a mapping of field names, got {values!r}")
-        record = await self._resumable(workflow, run_id, False)
-        if as_node is not None and as_node not in workflow.nodes:
-            raise InvalidInputError(f"as_node {as_node!r} is not a node of {workflow.name!r}")
-        await check_no_recorded_work(self.store, record, workflow)
-        self._check_not_active(run_id)
-        head = record.head_checkpoint_id or ""
-        reader = RunContext(self.store, Lease(run_id, "", 0, utcnow()), workflow.name, None)
-        plan = await plan_update(reader, workflow, head, values, as_node)
-        decision = update_decision(values, as_node, by, via)
-        lease = await self.store.claim(Claim(run_id, self.owner, self.lease_ttl, expect_head=head,
-                                             dead_holder=dead_holder(self.store, record, utcnow())))
-        rc = RunContext(self.store, lease, workflow.name, None)
-        try:
-            return await commit_update(rc, workflow, plan, [decision])
-        finally:
-            await self.store.release_lease(rc.lease)
-
-    async def _check_same_start(self, workflow: Workflow, record: RunRecord, digest: str) -> None:
-        """Starting an existing run id again must name the same workflow and input."""
-        if record.workflow_name != workflow.name or record.input_digest != digest:
-            what = "workflow" if record.workflow_name != workflow.name else "input"
-            raise InvalidInputError(
-                f"run {record.run_id} already exists with another {what}; "
-                "start it with a new run_id, or resume it")
-        await check_graph(self.store, workflow, record)
-
-    async def _to_continue(self, workflow: Workflow, record: RunRecord, migrating: bool
-                           ) -> tuple[ThreadState, dict[str, ThreadState], MigrationPlan | None]:
-        """The state to continue from: the head, or the migrated head (checked, not written)."""
-        await check_backed(self.store, record.run_id)  # AuditError: answers not their decisions
-        if not migrating:
-            return (*await self._prepared(workflow, record), None)
-        reader = RunContext(self.store, Lease(record.run_id, "", 0, utcnow()), workflow.name,
-                            None)
-        plan = await plan_migration(reader, workflow, record)
-        await self._graphs.keep(workflow)
-        return plan.state, {}, plan
-
-    async def _prepared(self, workflow: Workflow, record: RunRecord
-                        ) -> tuple[ThreadState, dict[str, ThreadState]]:
-        """The run's head and the nested heads its next superstep continues, all checked.
-
-        Read without a lease: the claim that follows names this head, so it is
-        refused if the run moved on meanwhile.
-        """
-        reader = RunContext(self.store, Lease(record.run_id, "", 0, utcnow()), workflow.name,
-                            None)
-        runner = ThreadRunner(reader, workflow, max_supersteps=record.max_supersteps)
-        state = await runner.load(record.head_checkpoint_id or "")
-        if state.meta.next_tasks:
-            await preflight(runner, state)
-        for row in await self.store.get_requests(record.run_id, open_only=True):
-            to_pending(row)  # the result lists them: a damaged one must stop us now
-        return state, reader.preloaded
-
-    async def _repeated(self, workflow: Workflow, run_id: str) -> Event:
-        """The result for answers that were all recorded before: the run as it stands.
-
-        While another execution still runs with them, that is ``RunLockedError``.
-        """
-        record = await self._require(run_id)
-        if record.status is RunStatus.RUNNING and record.lease_expires_at is not None:
-            left = (record.lease_expires_at - utcnow()).total_seconds()
-            if left > 0:
-                raise RunLockedError(run_id, record.lease_owner or "another runtime", left)
-        return final_event(run_id, await self._exec.result(workflow, run_id))
-
-    def _new_lease(self, run_id: str) -> Lease:
-        """The first lease of a run this runtime creates (epoch 1)."""
-        return Lease(run_id, self.owner, 1, utcnow() + timedelta(seconds=self.lease_ttl))
+        return await self._runs.update(workflow, run_id, values, as_node, by, via)
 
     # the queue: runs for workers ------------------------------------------------
     async def submit(self, workflow: Workflow,
@@ -456,25 +228,9 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         ``max_runs_per_key`` runs of this key at once (across every workflow that
         submits with it); the others stay ``queued`` and start in order.
         """
-        check_workflow(workflow)
-        check_start_args(run_id, None)
-        check_budget_arg(budget)
-        check_concurrency_key(concurrency_key)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidInputError(f"priority must be an int, got {priority!r}")
-        values, entry = validated_input(workflow, input)
-        lease = self._new_lease(run_id or new_run_id())
-        digest = input_digest(values)
-        created = await self._create(workflow, lease, values, entry, digest,
-                                     limit=workflow.max_supersteps, workflow_ref=None,
-                                     status=RunStatus.QUEUED, priority=priority, budget=budget,
-                                     started_by=started_by(by), labels=labels,
-                                     concurrency_key=concurrency_key)
-        if isinstance(created, RunRecord):
-            await self._check_same_start(workflow, created, digest)
-        else:
-            signals_for(self.store).wake()
-        return self._inspect.info(await self._require(lease.run_id))
+        return self._inspect.info(await self._runs.queue(
+            workflow, input, run_id=run_id, priority=priority, budget=budget, by=by,
+            labels=labels, concurrency_key=concurrency_key))
 
     async def respond(self, run_id: str, responses: Mapping[str, Any], *,
                       by: Principal | str | None = None, comment: str | None = None,
@@ -619,14 +375,3 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         if record is None:
             raise RunNotFoundError(run_id)
         return record
-
-    async def _resumable(self, workflow: Workflow, run_id: str, allow: bool) -> RunRecord:
-        record = await self._require(run_id)
-        if record.status.is_final:
-            raise RunNotResumableError(run_id, record.status.value)
-        await check_graph(self.store, workflow, record, allow_mismatch=allow)
-        return record
-
-    def _check_not_active(self, run_id: str) -> None:
-        if self._exec.is_active(run_id):
-            raise RunLockedError(run_id, f"{self.owner} (this runtime)", self.lease_ttl)

@@ -38,7 +38,7 @@ from ._inputs import check_workflow, validated_input
 from ._signals import signals_for
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._runs import Runs
 
 __all__ = ["RuntimeSchedules", "ScheduleTicker", "schedules_of"]
 
@@ -132,11 +132,11 @@ class RuntimeSchedules:
 class ScheduleTicker:
     """A worker's part of the schedules: start the runs of due ticks of its workflows."""
 
-    def __init__(self, runtime: Runtime, workflows: Sequence[Workflow], *,
+    def __init__(self, runs: Runs, workflows: Sequence[Workflow], *,
                  poll_interval: float = 1.0) -> None:
-        self._runtime = runtime
+        self._runs = runs
         self._workflows = {(wf.name, wf.version): wf for wf in workflows}
-        self._store = runtime.store if isinstance(runtime.store, Schedules) else None
+        self._store = runs.store if isinstance(runs.store, Schedules) else None
         self._poll = poll_interval
         # the earliest next tick seen, and until when that is trusted without looking
         self._earliest: datetime | None = None
@@ -179,8 +179,9 @@ class ScheduleTicker:
         for tick in ticks:
             run_id = tick_run_id(info.schedule_id, tick)
             try:
-                await self._runtime.submit(workflow, info.input, run_id=run_id,
-                                           labels={**info.labels, "schedule": info.schedule_id})
+                await self._runs.queue(workflow, info.input, run_id=run_id, priority=0,
+                                       budget=None, by=None, concurrency_key=None,
+                                       labels={**info.labels, "schedule": info.schedule_id})
             except DurableFlowError as exc:  # the tick's id taken by another input: say so once
                 _log.warning("schedule_tick_refused", schedule_id=info.schedule_id,
                              run_id=run_id, error=f"{type(exc).__name__}: {exc}")

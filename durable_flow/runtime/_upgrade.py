@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine._loop import RunContext
-from ..engine._migrate import plan_migration
+from ..engine import RunReader
 from ..errors import CheckpointCorruptedError, InvalidInputError, WorkflowMismatchError
-from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._records import RunStatus
-from ..store._protocols import CheckpointStore, Lease, RunRecord
+from ..store._protocols import CheckpointStore, RunRecord
 from ._inputs import check_workflow
 from ._versions import check_graph
 
@@ -68,9 +66,8 @@ async def _reason(store: CheckpointStore, workflow: Workflow, record: RunRecord)
             return (f"the graph changed without a new version: {exc.difference}"
                     if exc.difference else "the graph changed without a new version")
         return None
-    reader = RunContext(store, Lease(record.run_id, "", 0, utcnow()), workflow.name, None)
     try:
-        await plan_migration(reader, workflow, record)
+        await RunReader(store, workflow).plan_migration(record)
     except WorkflowMismatchError as exc:
         return exc.difference or str(exc)
     except (InvalidInputError, CheckpointCorruptedError) as exc:

@@ -37,11 +37,14 @@ from ..model._records import ErrorInfo, RunResult, RunStatus
 from ..store._flow_protocols import WakeTimes
 from ..store._machine import DEFAULT_MAX_START_ATTEMPTS
 from ..store._protocols import CheckpointStore, Lease, RunRecord
-from ._claimed import execute_claimed, prepare_claimed
+from ._audit import check_backed
+from ._execution import Executor
+from ._inputs import check_lease_ttl, check_store, last_result
 from ._limits import Limit, LimitGate, check_limits
-from ._runtime import Runtime
+from ._runs import Runs
 from ._schedules import ScheduleTicker
 from ._signals import Listening, signals_for
+from ._versions import GraphBook, check_graph
 from .notifications._notifiers import Notifier
 from .notifications._outbox import outbox_for, stop_outbox
 
@@ -84,20 +87,20 @@ class Worker:
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value) or value < 0:
                 raise InvalidInputError(f"{label} must be a number of seconds >= 0, got {value!r}")
-        self.store = store
+        self.store = check_store(store)
+        lease_ttl = check_lease_ttl(lease_ttl)
         self.name = name or f"worker:{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.concurrency = concurrency
         self.poll_interval = float(poll_interval)
         self.grace_period = float(grace_period)
         self.max_start_attempts = max_start_attempts
         self._workflows = {(wf.name, wf.version): wf for wf in workflows}
-        self._runtime = Runtime(store, lease_ttl=lease_ttl, owner=self.name)
-        self._runtime._exec.requeue_on_abort = True
+        # a worker that stops gives unfinished runs back to the queue
+        self._exec = Executor(store, lease_ttl, requeue_on_abort=True)
         #: the named limits this worker's nodes with ``uses=`` take grants of
         self.limits = checked_limits
         if checked_limits:
-            self._runtime._exec.limits = LimitGate(store, checked_limits, owner=self.name,
-                                                   ttl=lease_ttl)
+            self._exec.limits = LimitGate(store, checked_limits, owner=self.name, ttl=lease_ttl)
         self._tasks: dict[asyncio.Task[Any], str] = {}
         self._stopping = False
         # set while no claim is in flight: stop() waits for it, so a claim that
@@ -111,7 +114,9 @@ class Worker:
         self.unknown: set[tuple[str, str]] = set()
         self.results: list[RunResult] = []
         #: starts the runs of due schedule ticks of these workflows
-        self.ticker = ScheduleTicker(self._runtime, workflows, poll_interval=self.poll_interval)
+        self.ticker = ScheduleTicker(
+            Runs(store, self._exec, GraphBook(store), owner=self.name, lease_ttl=lease_ttl),
+            workflows, poll_interval=self.poll_interval)
         #: delivers the store's notification outbox while serving (when given notifiers)
         self.outbox = outbox_for(store, notifiers, base_url, poll_interval)
 
@@ -163,7 +168,7 @@ class Worker:
             await stop_outbox(self.outbox, delivering)
             if not self._stopping:  # cancelled: stop like stop() without the grace
                 self._stopping = True
-                self._runtime._exec.hand_back()
+                self._exec.hand_back()
                 await self._drain(0.0)
 
     async def _until_next_wake(self) -> float:
@@ -199,7 +204,7 @@ class Worker:
             # a claim that never returns (a stalled connection) strands its runs
             # for one lease at most: nobody renews them
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(self._runtime.lease_ttl):
+                async with asyncio.timeout(self._exec.lease_ttl):
                     await self._give_back(await claim)
             self._quiet.set()
             raise
@@ -246,7 +251,7 @@ class Worker:
         if self._stopping and not self._tasks and self._quiet.is_set():
             return
         self._stopping = True
-        self._runtime._exec.hand_back()
+        self._exec.hand_back()
         signals_for(self.store).wake()
         try:
             async with asyncio.timeout(self.grace_period):
@@ -288,7 +293,7 @@ class Worker:
             with attempt:
                 sent = time.monotonic()
                 claimed = await self.store.claim_next(
-                    self.name, self._runtime.lease_ttl, keys, limit=limit, token=token)
+                    self.name, self._exec.lease_ttl, keys, limit=limit, token=token)
                 return [(record, lease, sent) for record, lease in claimed]
         return []  # pragma: no cover - AsyncRetrying either returns or raises
 
@@ -315,21 +320,25 @@ class Worker:
                        sent: float) -> None:
         log = _log.bind(worker=self.name, run_id=record.run_id)
         try:
-            prepared = await prepare_claimed(self._runtime, workflow, record)
+            # a failure here is a failed start the worker counts, never a run that half-started
+            await check_graph(self.store, workflow, record)
+            await check_backed(self.store, record.run_id)  # AuditError: nothing ran
+            prepared = await self._exec.prepare(workflow, record)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if _passing(exc):  # the store, not the run: another worker takes over
                 log.warning("run_start_interrupted", error=f"{type(exc).__name__}: {exc}")
-                await self._runtime._exec._release(lease)
+                await self._exec.release(lease)
                 return
             await self._start_failed(record, lease, exc)
             return
         log.info("run_claimed", epoch=lease.epoch, workflow=workflow.name,
                  takeover=record.claimed_from is RunStatus.RUNNING)
         try:
-            result = await execute_claimed(self._runtime, workflow, record, lease,
-                                           prepared=prepared, sent_at=sent)
+            # executed exactly as ``Runtime.resume`` would
+            result = await last_result(self._exec.execute(workflow, lease, prepared,
+                                                          events=False, sent_at=sent))
         except asyncio.CancelledError:
             log.info("run_given_back", started=True)
             raise

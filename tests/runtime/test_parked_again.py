@@ -59,7 +59,7 @@ async def test_queued_is_the_answer_when_another_executor_took_the_run(
         store: CheckpointStore, monkeypatch: pytest.MonkeyPatch) -> None:
     async with Runtime(store) as rt:
         taken = _answer_at_the_waiting_commit(monkeypatch, store, rt, {"ask@2#0": "late"})
-        real_continue = rt._continue
+        real_continue = rt._runs.go_on
 
         def claimed_first(*args: Any, **kw: Any) -> Any:
             async def go() -> Any:  # another executor claims the queued run first
@@ -70,7 +70,7 @@ async def test_queued_is_the_answer_when_another_executor_took_the_run(
                     yield event
             return go()
 
-        monkeypatch.setattr(rt, "_continue", claimed_first)
+        monkeypatch.setattr(rt._runs, "go_on", claimed_first)
         r = await rt.run(fork_join(), {}, run_id="g3")
         assert taken == ["g3"]
         assert r.status is RunStatus.QUEUED
