@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import forkrun
 import pytest
 import structlog
 from typer.testing import CliRunner, Result
@@ -41,15 +42,14 @@ def script(cwd: Path, *args: str, stdin: str | None = None,
 
     ``DURABLE_FLOW_DB`` is ``cwd/runs.db`` unless ``--db`` is given; the
     directory is first on the path, as it would be for a user typing there.
+    A process of its own, forked from a server that imported the command
+    line's libraries once (``forkrun``): its own arguments, environment,
+    folder, stdin, output and exit code.
     """
     env = dict(os.environ, DURABLE_FLOW_DB=str(cwd / "runs.db"), PYTHONPATH=str(cwd),
                NO_COLOR="1", TERM="dumb", COLUMNS="200")
-    if stdin is None:
-        return subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    return subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, input=stdin)
+    return forkrun.run([CONSOLE_SCRIPT, *args], env=env, timeout=timeout, cwd=cwd,
+                       input=stdin, console=True)
 
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-flow"

@@ -1,10 +1,11 @@
-"""Run a crash test's helper script as ``python SCRIPT ARGS`` would, forked from a warm server.
+"""Run a test's helper script as ``python SCRIPT ARGS`` would, forked from a warm server.
 
 :func:`run` is ``subprocess.run([sys.executable, *argv], env=..., capture_output=True,
 text=True, timeout=...)`` with the same result, but the child is forked from one
 :class:`~durable_flow.testing._forks.ForkServer` per test process that imported
 durable_flow once, so a child costs its run rather than an interpreter's start.
-Where the server cannot run (not Linux) it is ``subprocess.run`` itself.
+Where the server cannot run (not Linux) it is ``subprocess.run`` itself. The CLI
+tests run the console script ``durable-flow`` the same way (``console=True``).
 """
 
 from __future__ import annotations
@@ -21,30 +22,53 @@ import childguard
 
 from durable_flow.testing._forks import ForkServer, fork_server
 
-_server: list[ForkServer | None] = []
+_servers: dict[str, ForkServer | None] = {}
 
 
-def _get() -> ForkServer | None:
-    if not _server:
-        _server.append(fork_server(sys.path))
-        if _server[0] is not None:
-            atexit.register(_server[0].close)
-    return _server[0]
+def _get(kind: str = "kit") -> ForkServer | None:
+    """The server of this test process for ``kind``: kit scripts, or console scripts.
+
+    A console script's server has the interpreter's own ``sys.path`` (not the
+    test process's folders: the child sees what a user's ``durable-flow`` sees,
+    plus ``PYTHONPATH``) and has imported the command line's libraries.
+    """
+    if kind not in _servers:
+        if kind == "kit":
+            server = fork_server(sys.path)
+        else:
+            plain = [p for p in sys.path if p.startswith((sys.prefix, sys.base_prefix))]
+            server = fork_server(plain, preload=("durable_flow.cli", "typer", "rich"))
+        _servers[kind] = server
+        if server is not None:
+            atexit.register(server.close)
+    return _servers[kind]
 
 
 def run(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
-        timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Run the Python file ``argv[0]`` with ``argv[1:]``; its exit code, stdout and stderr."""
+        timeout: float = 120.0, cwd: Path | None = None, input: str | None = None,
+        console: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the Python file ``argv[0]`` with ``argv[1:]``; its exit code, stdout and stderr.
+
+    ``cwd``: the folder it runs in; ``input``: what it reads on stdin;
+    ``console``: ``argv[0]`` is a console script (``durable-flow``).
+    """
     args = [str(a) for a in argv]
     childguard.starting("a forked child (forkrun.run)")
-    server = _get()
+    server = _get("console" if console else "kit")
     environ = dict(os.environ if env is None else env)
     if server is None:
-        return subprocess.run([sys.executable, *args], env=environ, timeout=timeout,
+        command = args if console else [sys.executable, *args]
+        return subprocess.run(command, env=environ, timeout=timeout, cwd=cwd, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None,
                               capture_output=True, text=True, check=False)
     with tempfile.TemporaryDirectory(prefix="forkrun-") as folder:
         out, err = Path(folder, "stdout"), Path(folder, "stderr")
-        code = server.run_script(args, env=environ, stdout=out, stderr=err, timeout=timeout)
+        stdin = None
+        if input is not None:
+            stdin = Path(folder, "stdin")
+            stdin.write_text(input)
+        code = server.run_script(args, env=environ, stdout=out, stderr=err, timeout=timeout,
+                                 cwd=cwd, stdin=stdin)
         if code is None:
             raise subprocess.TimeoutExpired(args, timeout)
         return subprocess.CompletedProcess(args, code, out.read_text(errors="replace"),

@@ -63,7 +63,7 @@ class ForkServer:
     running are killed.
     """
 
-    def __init__(self, sys_path: Sequence[str]) -> None:
+    def __init__(self, sys_path: Sequence[str], preload: Sequence[str] = ()) -> None:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL)
@@ -74,7 +74,7 @@ class ForkServer:
         self._pending: dict[int, _Pending] = {}
         self._next = 0
         self._closed = False
-        self._send({"sys_path": list(sys_path), "preload": list(_PRELOAD)})
+        self._send({"sys_path": list(sys_path), "preload": [*_PRELOAD, *preload]})
         self._reader = threading.Thread(target=self._read, name="fork-server", daemon=True)
         self._reader.start()
 
@@ -100,16 +100,24 @@ class ForkServer:
         return None
 
     def run_script(self, argv: Sequence[str], *, env: Mapping[str, str], stdout: Path,
-                   stderr: Path, timeout: float) -> int | None:
+                   stderr: Path, timeout: float, cwd: Path | None = None,
+                   stdin: Path | None = None) -> int | None:
         """Fork a child that runs the Python file ``argv[0]`` as ``__main__``, as ``python`` would.
 
         ``argv`` becomes ``sys.argv``, ``env`` the whole environment; the
-        file's folder comes first on ``sys.path``. Its output goes to the files
-        ``stdout`` and ``stderr``. The exit code, or None after ``timeout`` s
-        (the child is then killed).
+        file's folder comes first on ``sys.path``, then the folders of
+        ``env``'s ``PYTHONPATH``. It runs in ``cwd`` (default: the server's
+        folder) and reads the file ``stdin`` (default: nothing). Its output
+        goes to the files ``stdout`` and ``stderr``. The exit code, or None
+        after ``timeout`` s (the child is then killed).
         """
-        return self._ask({"script": [str(a) for a in argv], "env": dict(env),
-                          "stdout": str(stdout), "stderr": str(stderr)}, timeout)
+        request: dict[str, Any] = {"script": [str(a) for a in argv], "env": dict(env),
+                                   "stdout": str(stdout), "stderr": str(stderr)}
+        if cwd is not None:
+            request["cwd"] = str(cwd)
+        if stdin is not None:
+            request["stdin"] = str(stdin)
+        return self._ask(request, timeout)
 
     def close(self) -> None:
         """End the server (it kills the children it still has) and wait for it."""
@@ -153,11 +161,14 @@ class ForkServer:
                 pending.done.set()
 
 
-def fork_server(sys_path: Sequence[str]) -> ForkServer | None:
-    """A started :class:`ForkServer`, or None where this system cannot fork one."""
+def fork_server(sys_path: Sequence[str], preload: Sequence[str] = ()) -> ForkServer | None:
+    """A started :class:`ForkServer`, or None where this system cannot fork one.
+
+    ``preload``: modules the server imports besides durable_flow's stores.
+    """
     if not hasattr(os, "fork") or not hasattr(os, "pidfd_open"):
         return None
-    return ForkServer(sys_path)
+    return ForkServer(sys_path, preload)
 
 
 # -- the server side ---------------------------------------------------------------------------
@@ -222,7 +233,9 @@ def _fork(request: dict[str, Any]) -> int:
     try:
         null = os.open(os.devnull, os.O_RDWR)
         out = _output(request["stdout"]) if "stdout" in request else null
-        os.dup2(null, 0)
+        os.dup2(os.open(request["stdin"], os.O_RDONLY) if "stdin" in request else null, 0)
+        if "cwd" in request:
+            os.chdir(request["cwd"])
         os.dup2(out, 1)
         os.dup2(_output(request["stderr"]), 2)
         if "script" in request:
@@ -254,7 +267,8 @@ def _run_script(argv: list[str], env: dict[str, str]) -> None:
     os.environ.clear()
     os.environ.update(env)
     sys.argv[:] = argv
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = [os.path.dirname(os.path.abspath(argv[0])), *map(os.path.abspath, extra)]
     runpy.run_path(argv[0], run_name="__main__")
 
 
