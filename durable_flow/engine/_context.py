@@ -188,12 +188,7 @@ class TaskCalls:
     def new_wait(self, index: int, kind: WaitKind, payload: bytes, schema: bytes,
                  expires_at: datetime | None) -> RequestRow:
         """A new timer or event wait of this task at call ``index``."""
-        io = self.io
-        return RequestRow(
-            id=io.request_id(self.node, self.superstep, index), run_id=self.run_id,
-            workflow_name=io.run.workflow_name, thread=io.thread,
-            checkpoint_id=io.checkpoint_id, node=self.node, index=index, payload=payload,
-            response_schema=schema, created_at=utcnow(), kind=kind, expires_at=expires_at)
+        return self._row(index, payload, schema, kind=kind, expires_at=expires_at)
 
     def new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
         """A new request of this task at call ``index``, answered by ``adapter``'s type."""
@@ -201,13 +196,17 @@ class TaskCalls:
             data = encode(payload)
         except TypeError as exc:
             raise own(SerializationError(self.node, "request payload", str(exc))) from None
-        schema = orjson.dumps(adapter.json_schema())
+        return self._row(index, data, orjson.dumps(adapter.json_schema()), parked=self.io.parks)
+
+    def _row(self, index: int, payload: bytes, schema: bytes, *, kind: WaitKind = "request",
+             expires_at: datetime | None = None, parked: bool = False) -> RequestRow:
         io = self.io
         return RequestRow(
             id=io.request_id(self.node, self.superstep, index), run_id=self.run_id,
             workflow_name=io.run.workflow_name, thread=io.thread,
-            checkpoint_id=io.checkpoint_id, node=self.node, index=index, payload=data,
-            response_schema=schema, created_at=utcnow(), parked=io.parks)
+            checkpoint_id=io.checkpoint_id, node=self.node, index=index, payload=payload,
+            response_schema=schema, created_at=utcnow(), kind=kind, expires_at=expires_at,
+            parked=parked)
 
     def decode_recorded(self, data: bytes, checkpoint_id: str, what: str) -> Any:
         """A recorded value; damaged data raises ``CheckpointCorruptedError``."""
