@@ -31,7 +31,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_json, to_jsonable_python
 
 from ..engine._budget import check_budget
-from ..engine._context import NodeContext
+from ..engine._context import NodeContext, task_calls
 from ..errors import ExpressionError, ModelError
 from ..model._blackboard import Blackboard, schema_for
 from ..model._expr import resolve_path
@@ -344,10 +344,11 @@ class _Runner:
         answer again); the call's usage is added to the run's as it returns.
         """
         agent = self.agent
-        await check_budget(ctx, key)
+        calls = task_calls(ctx)
+        await check_budget(calls, key)
         response = await call(convo, tools=self.specs, output_schema=self.output_schema,
                               round=label)
-        await ctx._io.run.spending.charge(priced(agent.model, response.usage))
+        await calls.io.run.spending.charge(priced(agent.model, response.usage))
         msg = response.message
         problem = self.problem(msg) if last else None
         if problem is not None:
@@ -374,13 +375,13 @@ class _Runner:
         tool = self.tools.get(call.name)
         if tool is None or (tool.approval is None and tool.in_doubt == "rerun"):
             return cast(str, await ctx.step(name, self.call_tool, call, ctx))
-        if tool.approval is not None and not ctx._io.has_step(name):
+        if tool.approval is not None and not task_calls(ctx).io.has_step(name):
             try:  # a call the model got wrong is told so without asking anyone
                 arguments = tool.args.model_validate(call.arguments).model_dump(mode="json")
             except ValidationError:
                 arguments = None
             if arguments is not None:
-                chosen = await approved_call(ctx, tool, call, key, arguments)
+                chosen = await approved_call(task_calls(ctx), tool, call, key, arguments)
                 if isinstance(chosen, str):
                     return cast(str, await ctx.step(name, _refused, chosen))
                 call = chosen

@@ -39,7 +39,7 @@ from ..model._messages import ToolCall
 from ..model._serde import decode
 
 if TYPE_CHECKING:
-    from ..engine._context import NodeContext
+    from ..engine._context import TaskCalls
     from ._tools import Tool
 
 __all__ = ["TOOL_INDEX", "ToolOptions", "approved_call", "options_of",
@@ -130,7 +130,7 @@ def refusal(tool_name: str, comment: str | None) -> str:
     return f"refused: a person did not approve this call of {tool_name!r}{why}. It was not run."
 
 
-async def approved_call(ctx: NodeContext, spec: Tool, call: ToolCall, key: int,
+async def approved_call(calls: TaskCalls, spec: Tool, call: ToolCall, key: int,
                         arguments: dict[str, Any]) -> ToolCall | str:
     """The call to run (with the approved arguments), or the refusal text for the model.
 
@@ -138,16 +138,16 @@ async def approved_call(ctx: NodeContext, spec: Tool, call: ToolCall, key: int,
     again on every execution of the task.
     """
     from ..engine._approvals import with_approval
-    from ..engine._waits import recorded, with_deadline
+    from ..engine._waits import with_deadline
 
     approval = spec.approval or Approval()
     index = TOOL_INDEX + key
-    row = recorded(ctx, index, "request", "a tool approval")
+    row = calls.recorded(index, "request", "a tool approval")
     if row is None:
         payload = {"kind": "tool_approval", "tool": call.name, "call_id": call.id,
                    "arguments": arguments}
         adapter: TypeAdapter[Any] = TypeAdapter(_decision_type(spec, arguments))
-        row = ctx._new_request(index, payload, adapter)
+        row = calls.new_request(index, payload, adapter)
         row = with_deadline(dataclasses.replace(row, id=_rid(row.id, key)), approval.timeout)
         title = approval.title or f"Approve {call.name}"
         raise Interrupt([with_approval(row, payload, title, approval.assignees, approval.roles,

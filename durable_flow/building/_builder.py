@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import ExpressionError, WorkflowValidationError
+from ..errors import WorkflowValidationError
 from ..model._blackboard import Blackboard, FreeBlackboard, StateSchema, schema_for
 from ..model._budget import Budget
 from ..model._graph import (
     END,
     WAIT_MODES,
-    Condition,
     ConditionLike,
     Edge,
     FanIn,
@@ -30,6 +29,7 @@ from ..model._graph import (
 from ..model._retry import RetryPolicy
 from ..model._text import printable
 from ..model._versions import Migration
+from ._given import Problems, bad_state, is_state
 
 if TYPE_CHECKING:
     from ..agents._models import ChatModel
@@ -75,44 +75,20 @@ class WorkflowBuilder:
         self._maps: dict[tuple[str, str], str] = {}
         self._entry: str | None = None
         self._exits: set[str] = set()
-        self._problems: list[str] = []
+        self._problems = Problems()
         self._migrations: dict[str, Migration] = {}
         self.max_supersteps = 100
         self.budget = budget
         if budget is not None and not isinstance(budget, Budget):
             self._problems.append(f"budget must be a Budget, got {budget!r:.60}")
             self.budget = None
-        self.waits: WaitMode = waits
-        self.on_failure: OnFailure = on_failure
-        if on_failure not in ("fail", "pause"):
-            self._problems.append(f"on_failure must be 'fail' or 'pause', got {on_failure!r:.60}")
-            self.on_failure = "fail"
-        if waits not in WAIT_MODES:
-            self._problems.append(f"waits must be 'superstep' or 'branch', got {waits!r:.60}")
-            self.waits = "superstep"
-        self.operators = self._role_names("operators", operators)
-        self.viewers = self._role_names("viewers", viewers)
-        self.max_runs_per_key = max_runs_per_key
-        if max_runs_per_key is not None and (
-                isinstance(max_runs_per_key, bool) or not isinstance(max_runs_per_key, int)
-                or max_runs_per_key < 1):
-            self._problems.append(
-                f"max_runs_per_key must be a positive int, got {max_runs_per_key!r:.60}")
-            self.max_runs_per_key = None
-
-    def _role_names(self, what: str, names: Iterable[str]) -> tuple[str, ...]:
-        """``operators=``/``viewers=`` checked: role names (problems collected for ``build``)."""
-        if isinstance(names, str):
-            names = (names,)
-        try:
-            found = tuple(names)
-        except TypeError:
-            self._problems.append(f"{what} must be role names, got {names!r:.60}")
-            return ()
-        bad = [n for n in found if not isinstance(n, str) or not n.strip()]
-        if bad:
-            self._problems.append(f"{what} must be non-empty role names, got {bad[0]!r:.60}")
-        return tuple(dict.fromkeys(n.strip() for n in found if isinstance(n, str) and n.strip()))
+        self.on_failure: OnFailure = self._problems.one_of("on_failure", on_failure,
+                                                           ("fail", "pause"))
+        self.waits: WaitMode = self._problems.one_of("waits", waits, WAIT_MODES)
+        self.operators = self._problems.role_names("operators", operators)
+        self.viewers = self._problems.role_names("viewers", viewers)
+        self.max_runs_per_key = max_runs_per_key if max_runs_per_key is None or \
+            self._problems.positive_int("max_runs_per_key", max_runs_per_key) else None
 
     # nodes ----------------------------------------------------------------
     def add_node(
@@ -143,17 +119,17 @@ class WorkflowBuilder:
             self._problems.append(f"node {id!r}: {fn!r} is not callable")
             fn = _noop
         where = f"node {id!r}"
-        targets = self._names(goto, f"{where} goto", "node ids") if goto is not None else ()
-        writes = self._names(produces, f"{where} produces", "field names") \
+        targets = self._problems.names(goto, f"{where} goto", "node ids") if goto is not None else ()
+        writes = self._problems.names(produces, f"{where} produces", "field names") \
             if produces is not None else None
-        reads = self._names(consumes, f"{where} consumes", "field names") \
+        reads = self._problems.names(consumes, f"{where} consumes", "field names") \
             if consumes is not None else ()
         return self.add_spec(NodeSpec(
             id=id, fn=fn, retry=retry, timeout=timeout,
-            skip_if=self._condition(skip_if, f"{where} skip_if"),
+            skip_if=self._problems.condition(skip_if, f"{where} skip_if"),
             goto=targets or (), produces=writes, consumes=reads or (),
-            arg_type=self._arg_type(arg_type, where), max_concurrency=max_concurrency,
-            uses=self._names(uses, f"{where} uses", "limit names") or ()))
+            arg_type=self._problems.arg_type(arg_type, where), max_concurrency=max_concurrency,
+            uses=self._problems.names(uses, f"{where} uses", "limit names") or ()))
 
     def node(self, id: str | None = None, **options: Any) -> Callable[[F], F]:
         """Decorator form of :meth:`add_node`; the id defaults to the function name."""
@@ -161,11 +137,7 @@ class WorkflowBuilder:
             self._problems.append(
                 f"node(): the id must be a string, got {id!r}; decorate with @builder.node() "
                 "or @builder.node('id'), with parentheses")
-        unknown = sorted(set(options) - _NODE_OPTIONS)
-        if unknown:
-            self._problems.append(f"node(): unknown option(s) {', '.join(unknown)} "
-                                  f"(known: {', '.join(sorted(_NODE_OPTIONS))})")
-            options = {k: v for k, v in options.items() if k in _NODE_OPTIONS}
+        options = self._problems.known("node()", options, _NODE_OPTIONS)
 
         def register(fn: F) -> F:
             nid = id if isinstance(id, str) else getattr(fn, "__name__", None)
@@ -205,19 +177,19 @@ class WorkflowBuilder:
                                   f"{type(workflow).__name__}: {workflow!r:.60}")
             # registered as a plain node so edges to it cause no follow-up noise
             return self.add_spec(NodeSpec(id=id, fn=_noop, retry=retry, timeout=timeout))
-        ins = self._mapping(inputs, f"sub-workflow {id!r} inputs")
-        outs = self._mapping(outputs, f"sub-workflow {id!r} outputs")
+        ins = self._problems.mapping(inputs, f"sub-workflow {id!r} inputs")
+        outs = self._problems.mapping(outputs, f"sub-workflow {id!r} outputs")
         inner = workflow.schema
         outer = self._schema()
         for inner_f, parent_f in ins.items():
-            self._check_field(inner, inner_f, f"sub-workflow {id!r} inputs: inner")
-            self._check_field(outer, parent_f, f"sub-workflow {id!r} inputs: parent")
+            self._problems.field(inner, inner_f, f"sub-workflow {id!r} inputs: inner")
+            self._problems.field(outer, parent_f, f"sub-workflow {id!r} inputs: parent")
         for parent_f, inner_f in outs.items():
-            self._check_field(outer, parent_f, f"sub-workflow {id!r} outputs: parent")
-            self._check_field(inner, inner_f, f"sub-workflow {id!r} outputs: inner")
+            self._problems.field(outer, parent_f, f"sub-workflow {id!r} outputs: parent")
+            self._problems.field(inner, inner_f, f"sub-workflow {id!r} outputs: inner")
         return self.add_spec(NodeSpec(
             id=id, fn=None, kind="subworkflow", retry=retry, timeout=timeout,
-            skip_if=self._condition(skip_if, f"node {id!r} skip_if"),
+            skip_if=self._problems.condition(skip_if, f"node {id!r} skip_if"),
             produces=tuple(outs), consumes=tuple(ins.values()), max_concurrency=max_concurrency,
             subworkflow=SubworkflowSpec(workflow, MappingProxyType(ins), MappingProxyType(outs))))
 
@@ -262,8 +234,9 @@ class WorkflowBuilder:
                           max_tool_rounds=max_tool_rounds, retry=retry, timeout=timeout,
                           skip_if=skip_if, context=context, handoffs=handoffs,
                           output_retries=output_retries, model_retries=model_retries)
+            spec = agent.node_spec(id)
             spec = dataclasses.replace(
-                agent.node_spec(id), uses=self._names(uses, f"agent {id!r} uses", "limit names") or ())
+                spec, uses=self._problems.names(uses, f"agent {id!r} uses", "limit names") or ())
         except (TypeError, ValueError) as exc:
             self._problems.append(f"agent {id!r}: {exc}")
             return self.add_spec(NodeSpec(id=id, fn=_noop))
@@ -273,11 +246,7 @@ class WorkflowBuilder:
         """Add a state transform node (``durable_flow.transforms``); options: retry, timeout, skip_if."""
         from ..transforms import Transform
 
-        unknown = sorted(set(options) - _TRANSFORM_OPTIONS)
-        if unknown:
-            self._problems.append(f"transform {id!r}: unknown option(s) {', '.join(unknown)} "
-                                  f"(known: {', '.join(sorted(_TRANSFORM_OPTIONS))})")
-            options = {k: v for k, v in options.items() if k in _TRANSFORM_OPTIONS}
+        options = self._problems.known(f"transform {id!r}", options, _TRANSFORM_OPTIONS)
         if not isinstance(transform, Transform):
             self._problems.append(
                 f"transform {id!r}: expected a transform from durable_flow.transforms (pick, "
@@ -287,20 +256,7 @@ class WorkflowBuilder:
 
     def add_spec(self, spec: NodeSpec) -> WorkflowBuilder:
         """Add a fully described node (used by agents, transforms and loaders)."""
-        if spec.retry is not None and not isinstance(spec.retry, RetryPolicy):
-            self._problems.append(f"node {spec.id!r}: retry must be a RetryPolicy (e.g. "
-                                  f"RetryPolicy(max_attempts=3)), got {spec.retry!r:.60}")
-            spec = dataclasses.replace(spec, retry=None)
-        if spec.timeout is not None and not _positive(spec.timeout):
-            self._problems.append(f"node {spec.id!r}: timeout must be a positive number of "
-                                  f"seconds, got {spec.timeout!r:.60}")
-            spec = dataclasses.replace(spec, timeout=None)
-        limit = spec.max_concurrency
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 1):
-            self._problems.append(f"node {spec.id!r}: max_concurrency must be a positive int, "
-                                  f"got {limit!r:.60}")
-            spec = dataclasses.replace(spec, max_concurrency=None)
+        spec = self._problems.node_options(spec)
         if not isinstance(spec.id, str) or not _ID.fullmatch(spec.id) or spec.id == END:
             # not registered: an invalid id would only cause follow-up noise
             # (unreachable, unknown targets) or shadow END
@@ -376,7 +332,7 @@ class WorkflowBuilder:
 
     def add_fan_in(self, sources: Sequence[str], target: str) -> WorkflowBuilder:
         """``target`` runs once all ``sources`` have completed."""
-        names = self._names(sources, f"fan-in into {target!r:.40} sources", "node ids")
+        names = self._problems.names(sources, f"fan-in into {target!r:.40} sources", "node ids")
         if not isinstance(target, str):
             self._problems.append(
                 f"fan-in: target must be a node id (a string), got {target!r:.60}")
@@ -436,7 +392,7 @@ class WorkflowBuilder:
             self._problems.append(f"{where}: a migration from this version is already declared")
         if not callable(fn):
             self._problems.append(f"{where}: {fn!r:.60} is not callable")
-        renames = self._mapping(nodes or {}, f"{where} nodes")
+        renames = self._problems.mapping(nodes or {}, f"{where} nodes")
         self._migrations[str(from_version)] = Migration(
             str(from_version), fn, MappingProxyType(renames))
         return self
@@ -444,31 +400,24 @@ class WorkflowBuilder:
     # build ------------------------------------------------------------------
     def build(self) -> Workflow:
         """Validate and freeze; raises ``WorkflowValidationError`` listing every problem."""
-        problems = list(self._problems)
+        problems = Problems(self._problems)  # a second build() reports the same
         state = self.state
-        if not _is_state(state):
-            problems.append(_bad_state(state))
+        if not is_state(state):
+            problems.append(bad_state(state))
             state = FreeBlackboard  # validate the rest as if free-form: no follow-up noise
         name = self.name
         if not isinstance(name, str) or not name.strip():
             problems.append(f"the workflow name must be a non-empty string, got {name!r:.60}")
             name = str(name)
         limit = self.max_supersteps
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            problems.append(f"max_supersteps must be a positive int, got {limit!r:.60}")
+        if not problems.positive_int("max_supersteps", limit):
             limit = 100
         edges: dict[str, list[Edge]] = {}
         for source, target, when in self._edges:
-            cond = self._condition(when, f"edge {source}->{target}", problems)
+            cond = problems.condition(when, f"edge {source}->{target}")
             edges.setdefault(source, []).append(Edge(source, target, cond))
-        switches = {}
-        for source, (cases, default) in self._switches.items():
-            built = []
-            for case, target in cases:
-                c = self._condition(case, f"switch {source}->{target}", problems)
-                if c is not None:
-                    built.append((c, target))
-            switches[source] = Switch(source, tuple(built), default)
+        switches = {source: Switch(source, problems.cases(source, cases), default)
+                    for source, (cases, default) in self._switches.items()}
         wf = Workflow(
             name=name, state=state, nodes=MappingProxyType(dict(self._nodes)),
             edges=MappingProxyType({k: tuple(v) for k, v in edges.items()}),
@@ -479,21 +428,13 @@ class WorkflowBuilder:
             migrations=MappingProxyType(dict(self._migrations)), budget=self.budget,
             waits=self.waits, operators=self.operators, viewers=self.viewers,
             on_failure=self.on_failure, max_runs_per_key=self.max_runs_per_key)
-        from ._validate import validate_graph
+        from ._validate import check_versions, validate_graph
 
-        problems += validate_graph(wf)
+        problems.found += validate_graph(wf)
         from ._dataflow import check_dataflow
 
-        problems += check_dataflow(wf)
-        if not isinstance(self.version, str) or not self.version.strip():
-            problems.append(f"version must be a non-empty string, got {self.version!r}")
-        for old, migration in self._migrations.items():
-            if old == self.version:
-                problems.append(f"migrate({old!r}): a version cannot migrate from itself")
-            for source, target in migration.nodes.items():
-                if target not in wf.nodes:
-                    problems.append(f"migrate({old!r}) nodes: {source!r} is renamed to "
-                                    f"{target!r}, which is not a node of this version")
+        problems.found += check_dataflow(wf)
+        problems.found += check_versions(wf)
         if problems:
             # A problem may quote text that is not valid Unicode: escape it, so the
             # error itself can be printed and logged.
@@ -501,83 +442,9 @@ class WorkflowBuilder:
         return wf
 
     # helpers ----------------------------------------------------------------
-    def _condition(
-        self, cond: ConditionLike | None, where: str, problems: list[str] | None = None
-    ) -> Condition | None:
-        if cond is None:
-            return None
-        try:
-            return Condition.of(cond)
-        except ExpressionError as exc:
-            (self._problems if problems is None else problems).append(
-                f"{where}: {exc.problems[0]}")
-        except TypeError as exc:
-            (self._problems if problems is None else problems).append(f"{where}: {exc}")
-        return None
-
-    def _arg_type(self, arg_type: Any, where: str) -> Any:
-        """``arg_type`` when pydantic can validate into it; None, reported, otherwise."""
-        if arg_type is None:
-            return None
-        from ..model._send import arg_adapter
-
-        try:
-            arg_adapter(arg_type)
-        except Exception as exc:  # pydantic raises several kinds for a non-type
-            self._problems.append(f"{where} arg_type: {arg_type!r:.60} is not a type pydantic "
-                                  f"can validate into ({type(exc).__name__})")
-            return None
-        return arg_type
-
-    def _check_field(self, schema: Any, name: str, where: str) -> None:
-        if name not in schema.fields and not schema.free_form:
-            self._problems.append(f"{where} field {name!r} does not exist on "
-                                  f"{schema.cls.__name__}")
-
     def _schema(self) -> StateSchema:
         """The builder's state schema; a bad ``state`` (reported by build) counts as free-form."""
-        return schema_for(self.state if _is_state(self.state) else FreeBlackboard)
-
-    def _names(self, value: object, where: str, what: str) -> tuple[str, ...] | None:
-        """``value`` as a tuple of names (a string is one name); None, reported, if it is not."""
-        if isinstance(value, str):
-            return (value,)
-        if isinstance(value, Iterable) and not isinstance(value, Mapping):
-            items = tuple(value)
-            if all(isinstance(v, str) for v in items):
-                return items
-        self._problems.append(f"{where}: must be a list of {what} (strings), got {value!r:.60}")
-        return None
-
-    def _mapping(self, value: object, where: str) -> dict[str, str]:
-        """``{inner: outer}`` from a mapping or a list of shared names (a string is one name)."""
-        if isinstance(value, Mapping):
-            if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-                return dict(value)
-            self._problems.append(f"{where}: must map field names to field names (strings), "
-                                  f"got {value!r:.60}")
-            return {}
-        names = self._names(value, where, "field names")
-        return {name: name for name in names or ()}
-
-
-def _is_state(cls: object) -> bool:
-    return isinstance(cls, type) and issubclass(cls, Blackboard)
-
-
-def _bad_state(cls: object) -> str:
-    if isinstance(cls, Blackboard):
-        hint = f"; pass the class {type(cls).__name__}, not an instance"
-    elif isinstance(cls, type) and issubclass(cls, BaseModel):
-        hint = f"; make {cls.__name__} subclass durable_flow.Blackboard instead of BaseModel"
-    else:
-        hint = ""
-    return f"state must be a Blackboard subclass, got {cls!r:.60}{hint}"
-
-
-def _positive(value: object) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and value > 0)  # NaN fails too
+        return schema_for(self.state if is_state(self.state) else FreeBlackboard)
 
 
 def _quote(text: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from ..model._graph import END, Condition, Workflow
 from ..model._text import unstorable
 
-__all__ = ["check_text", "reachable", "validate_graph"]
+__all__ = ["check_text", "check_versions", "reachable", "validate_graph"]
 
 
 def validate_graph(wf: Workflow) -> list[str]:
@@ -21,6 +21,21 @@ def validate_graph(wf: Workflow) -> list[str]:
     if wf.entry in wf.nodes:
         problems += _check_reachability(wf)
         problems += _check_fan_ins(wf)
+    return problems
+
+
+def check_versions(wf: Workflow) -> list[str]:
+    """The problems of ``wf``'s version and of the migrations it declares."""
+    problems: list[str] = []
+    if not isinstance(wf.version, str) or not wf.version.strip():
+        problems.append(f"version must be a non-empty string, got {wf.version!r}")
+    for old, migration in wf.migrations.items():
+        if old == wf.version:
+            problems.append(f"migrate({old!r}): a version cannot migrate from itself")
+        for source, target in migration.nodes.items():
+            if target not in wf.nodes:
+                problems.append(f"migrate({old!r}) nodes: {source!r} is renamed to "
+                                f"{target!r}, which is not a node of this version")
     return problems
 
 

@@ -16,7 +16,7 @@ from ..store._approval_rows import Approval
 from ..store._rows import RequestRow
 
 if TYPE_CHECKING:
-    from ._context import NodeContext
+    from ._context import TaskCalls
 
 __all__ = ["answer_by_policy", "with_approval"]
 
@@ -42,29 +42,29 @@ def with_approval(row: RequestRow, payload: Any, title: str | None, assignees: S
     return dataclasses.replace(row, approval=approval.encode())
 
 
-async def answer_by_policy(ctx: NodeContext, row: RequestRow, policy: Policy,
+async def answer_by_policy(calls: TaskCalls, row: RequestRow, policy: Policy,
                            adapter: TypeAdapter[Any]) -> Any:
     """Record ``policy``'s answer to the new request ``row`` (and its decision); return it.
 
     Written at once under the run's lease, so a crash after it finds the
     request answered and asks nobody.
     """
-    from ._waits import _own
+    from ._context import own
 
     try:
         value = adapter.validate_python(policy.answer)
         data = encode(adapter.dump_python(value, mode="json"))
     except (ValidationError, TypeError) as exc:
-        raise _own(InvalidInputError(
+        raise own(InvalidInputError(
             f"policy {policy.name!r} answers {policy.answer!r}, which does not fit the "
             f"request's type: {exc}")) from None
     answered = dataclasses.replace(row, answer=data, answered_at=utcnow())
-    rc = ctx._io.run
+    rc = calls.io.run
     try:
         stored = await rc.answer_by_policy(answered, policy.principal)
     except LeaseLostError as exc:
         rc.fence.lose(exc)
         raise
     except DurableFlowError as exc:
-        raise _own(exc) from None
+        raise own(exc) from None
     return adapter.validate_python(decode(stored.answer or data))

@@ -25,7 +25,7 @@ from ..store._protocols import CheckpointStore, Lease
 from ._context import Interrupt
 
 if TYPE_CHECKING:
-    from ._context import NodeContext
+    from ._context import TaskCalls
     from ._run import RunContext
 
 __all__ = ["BUDGET_INDEX", "Spending", "check_budget"]
@@ -68,32 +68,30 @@ class Spending:
             self.budget = budget
 
 
-async def check_budget(ctx: NodeContext, key: int) -> None:
+async def check_budget(calls: TaskCalls, key: int) -> None:
     """Before an unrecorded model call: go ahead, or ask a person when the budget is reached.
 
     The answer's ``stop`` raises ``BudgetExceededError`` (never retried: the
     run fails); raised limits are stored and the call goes ahead.
     """
-    from ._waits import recorded
-
-    run: RunContext = ctx._io.run
+    run: RunContext = calls.io.run
     spending = run.spending
     await spending.load()
     index = BUDGET_INDEX + key
-    row = recorded(ctx, index, "request", "a budget check")
+    row = calls.recorded(index, "request", "a budget check")
     budget = spending.budget
     if row is None:
         if budget is None or not budget.reached(spending.usage):
             return
         payload = {"kind": "budget", "used": spending.usage.to_dict(), "limit": budget.to_dict()}
-        row = ctx._new_request(index, payload, _DECISION)
+        row = calls.new_request(index, payload, _DECISION)
         raise Interrupt([dataclasses.replace(row, id=f"{row.id.rpartition('#')[0]}#budget{key}")])
     if row.answer is None:
         raise Interrupt([row])
     decision = _DECISION.validate_python(decode(row.answer))
     if decision.stop:
         asked = decode(row.payload)
-        err = BudgetExceededError(ctx.run_id, ctx.node, asked.get("used", {}),
+        err = BudgetExceededError(calls.run_id, calls.node, asked.get("used", {}),
                                   asked.get("limit", {}))
         err.raised_by_runtime = True  # a retry of the node could not change the answer
         raise err

@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import DuplicateStepError, DurableFlowError, LeaseLostError, SerializationError
+from ..errors import (
+    DuplicateStepError,
+    DurableFlowError,
+    InvalidInputError,
+    LeaseLostError,
+    SerializationError,
+)
 from ..model._clock import utcnow
 from ..model._messages import Message
 from ..model._records import StreamKind
 from ..model._serde import decode, encode
-from ..store._protocols import RequestRow, StepRow
+from ..store._protocols import RequestRow, StepRow, WaitKind
 from ._state import DAMAGE, corrupted, decode_plain
 
 if TYPE_CHECKING:
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from ..model._effects import InDoubt
     from ._loop import RunContext
 
-__all__ = ["NO_DEFAULT", "Interrupt", "NodeContext"]
+__all__ = ["NO_DEFAULT", "Interrupt", "NodeContext", "TaskCalls", "TaskIO", "own", "task_calls"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=DurableFlowError)
@@ -134,7 +140,7 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-def _own(exc: E) -> E:
+def own(exc: E) -> E:
     """Mark an error as the runtime's own, so no ``RetryPolicy`` retries it."""
     exc.raised_by_runtime = True
     return exc
@@ -143,6 +149,76 @@ def _own(exc: E) -> E:
 # Keyed weakly by the run execution, so the cache lives exactly as long as the run.
 _RUN_INPUTS: weakref.WeakKeyDictionary[RunContext, dict[str, dict[str, Any]]] = \
     weakref.WeakKeyDictionary()
+
+
+class TaskCalls:
+    """One attempt's durable calls: the shared call index, new wait rows, recorded values.
+
+    Internal to the engine and the agents built on it: a :class:`NodeContext`
+    owns one, and the modules behind its methods (requests, waits, in-doubt
+    steps, budgets, tool approvals) work through it (:func:`task_calls`)
+    rather than through the context. A task's requests, timers and event
+    waits share one call index, so a node mixing them keeps a stable order.
+    """
+
+    def __init__(self, io: TaskIO, node: str, superstep: int,
+                 log: structlog.typing.FilteringBoundLogger) -> None:
+        self.io = io
+        self.node = node
+        self.superstep = superstep
+        self.log = log
+        self.run_id = io.run.run_id
+        self.index = 0
+
+    def next_index(self) -> int:
+        """The call index of the attempt's next request, timer or event wait."""
+        index = self.index
+        self.index += 1
+        return index
+
+    def recorded(self, index: int, kind: WaitKind, call: str) -> RequestRow | None:
+        """The wait this call recorded before, if any; another kind means the code changed."""
+        row = self.io.answered.get(index)
+        if row is not None and row.kind != kind:
+            raise own(InvalidInputError(
+                f"node {self.node!r} called {call} where it recorded a {row.kind} ({row.id!r}) "
+                "before; a node's requests, sleeps and event waits must come in the same order"))
+        return row
+
+    def new_wait(self, index: int, kind: WaitKind, payload: bytes, schema: bytes,
+                 expires_at: datetime | None) -> RequestRow:
+        """A new timer or event wait of this task at call ``index``."""
+        return self._row(index, payload, schema, kind=kind, expires_at=expires_at)
+
+    def new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
+        """A new request of this task at call ``index``, answered by ``adapter``'s type."""
+        try:
+            data = encode(payload)
+        except TypeError as exc:
+            raise own(SerializationError(self.node, "request payload", str(exc))) from None
+        return self._row(index, data, orjson.dumps(adapter.json_schema()), parked=self.io.parks)
+
+    def _row(self, index: int, payload: bytes, schema: bytes, *, kind: WaitKind = "request",
+             expires_at: datetime | None = None, parked: bool = False) -> RequestRow:
+        io = self.io
+        return RequestRow(
+            id=io.request_id(self.node, self.superstep, index), run_id=self.run_id,
+            workflow_name=io.run.workflow_name, thread=io.thread,
+            checkpoint_id=io.checkpoint_id, node=self.node, index=index, payload=payload,
+            response_schema=schema, created_at=utcnow(), kind=kind, expires_at=expires_at,
+            parked=parked)
+
+    def decode_recorded(self, data: bytes, checkpoint_id: str, what: str) -> Any:
+        """A recorded value; damaged data raises ``CheckpointCorruptedError``."""
+        try:
+            return decode(data)
+        except DAMAGE as exc:
+            raise corrupted(self.run_id, checkpoint_id, exc, what) from None
+
+
+def task_calls(ctx: NodeContext) -> TaskCalls:
+    """The durable calls of the attempt ``ctx`` belongs to (the engine's and agents' use)."""
+    return ctx._calls
 
 
 class NodeContext:
@@ -166,6 +242,7 @@ class NodeContext:
         history: list[Message],
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
+        self._calls = TaskCalls(io, node, superstep, log)
         self._io = io
         self.run_id = io.run.run_id
         self.node = node
@@ -173,7 +250,6 @@ class NodeContext:
         self._history = history
         self.remembered: list[Message] = []
         self.log = log
-        self._request_index = 0
         self._step_names: set[str] = set()
 
     async def run_input(self) -> dict[str, Any]:
@@ -184,7 +260,7 @@ class NodeContext:
         try:
             return await self._io.run_input()
         except DurableFlowError as exc:
-            _own(exc)
+            own(exc)
             raise
 
     @property
@@ -248,16 +324,16 @@ class NodeContext:
         with ``Policy.answer``, by ``policy:NAME``, and nobody is asked.
         """
         from ._approvals import answer_by_policy, with_approval
-        from ._waits import recorded, timed_out_request, with_deadline
+        from ._waits import timed_out_request, with_deadline
 
-        index = self._request_index
-        self._request_index += 1
+        calls = self._calls
+        index = calls.next_index()
         adapter: TypeAdapter[Any] = TypeAdapter(response_type)
-        row = recorded(self, index, "request", "ctx.request")
+        row = calls.recorded(index, "request", "ctx.request")
         if row is not None and row.timed_out:
-            return timed_out_request(self, row, default)
+            return timed_out_request(calls, row, default)
         if row is not None and row.answer is not None:
-            answer = self._decode_recorded(row.answer, row.checkpoint_id,
+            answer = calls.decode_recorded(row.answer, row.checkpoint_id,
                                            f"the answer to {row.id!r}")
             try:
                 return adapter.validate_python(answer)
@@ -269,10 +345,10 @@ class NodeContext:
                     for e in exc.errors())
                 raise Interrupt([], reopen={row.id: reason}) from None
         if row is None:
-            row = with_deadline(self._new_request(index, payload, adapter), timeout)
+            row = with_deadline(calls.new_request(index, payload, adapter), timeout)
             row = with_approval(row, payload, title, assignees, roles, escalate_to)
             if policy is not None and policy.applies(payload):
-                return await answer_by_policy(self, row, policy, adapter)
+                return await answer_by_policy(calls, row, policy, adapter)
         raise Interrupt([row])
 
     async def sleep(self, duration: float | timedelta) -> None:
@@ -285,13 +361,13 @@ class NodeContext:
         """
         from ._waits import sleep
 
-        await sleep(self, duration)
+        await sleep(self._calls, duration)
 
     async def sleep_until(self, when: datetime) -> None:
         """Wait durably until ``when`` (a naive datetime is UTC); see :meth:`sleep`."""
         from ._waits import sleep_until
 
-        await sleep_until(self, when)
+        await sleep_until(self._calls, when)
 
     @overload
     async def wait_event(self, name: str, response_type: type[T], *,
@@ -313,20 +389,7 @@ class NodeContext:
         """
         from ._waits import wait_event
 
-        return await wait_event(self, name, response_type, timeout)
-
-    def _new_request(self, index: int, payload: Any, adapter: TypeAdapter[Any]) -> RequestRow:
-        try:
-            data = encode(payload)
-        except TypeError as exc:
-            raise _own(SerializationError(self.node, "request payload", str(exc))) from None
-        schema = orjson.dumps(adapter.json_schema())
-        rid = self._io.request_id(self.node, self.superstep, index)
-        return RequestRow(
-            id=rid, run_id=self.run_id, workflow_name=self._io.run.workflow_name,
-            thread=self._io.thread, checkpoint_id=self._io.checkpoint_id, node=self.node,
-            index=index, payload=data, response_schema=schema, created_at=utcnow(),
-            parked=self._io.parks)
+        return await wait_event(self._calls, name, response_type, timeout)
 
     async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
                    in_doubt: InDoubt = "rerun", reconcile: Callable[..., Any] | None = None,
@@ -349,7 +412,7 @@ class NodeContext:
         kind ``in_doubt`` answered by an ``InDoubtDecision``.
         """
         if name in self._step_names:
-            raise _own(DuplicateStepError(self.node, name))
+            raise own(DuplicateStepError(self.node, name))
         if in_doubt != "rerun" or reconcile is not None:
             from ._doubt import check_options
 
@@ -361,11 +424,12 @@ class NodeContext:
             try:  # no side effect starts once the lease is lost or past its local deadline
                 self._io.run.guard()
             except LeaseLostError as exc:
-                raise _own(exc) from None
+                raise own(exc) from None
             if in_doubt == "ask":
                 from ._doubt import run_in_doubt
 
-                result = await run_in_doubt(self, name, ordinal, fn, args, kwargs, reconcile)
+                result = await run_in_doubt(self._calls, name, ordinal, fn, args, kwargs,
+                                             reconcile)
             else:
                 result = fn(*args, **kwargs)
                 if inspect.isawaitable(result):
@@ -373,30 +437,23 @@ class NodeContext:
             try:
                 data = encode(result)
             except TypeError as exc:
-                raise _own(SerializationError(self.node, f"step {name!r}", str(exc))) from None
+                raise own(SerializationError(self.node, f"step {name!r}", str(exc))) from None
             self._io.record_step(StepRow(
                 run_id=self.run_id, checkpoint_id=self._io.checkpoint_id, node=self.node,
                 name=name, data=data, created_at=utcnow()))
         try:
             recorded = await self._io.step_result(name)
         except DurableFlowError as exc:
-            _own(exc)
+            own(exc)
             raise
-        value = self._decode_recorded(recorded, self._io.checkpoint_id,
-                                      f"the step {name!r} of {self.node!r}")
+        value = self._calls.decode_recorded(recorded, self._io.checkpoint_id,
+                                            f"the step {name!r} of {self.node!r}")
         if adapter is None:
             return cast(T, value)
         try:
             return cast(T, adapter.validate_python(value))
         except ValidationError:
             return cast(T, value)
-
-    def _decode_recorded(self, data: bytes, checkpoint_id: str, what: str) -> Any:
-        """A recorded value; damaged data raises ``CheckpointCorruptedError``."""
-        try:
-            return decode(data)
-        except DAMAGE as exc:
-            raise corrupted(self.run_id, checkpoint_id, exc, what) from None
 
 
 def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:

@@ -34,10 +34,10 @@ from ..model._clock import utcnow
 from ..model._effects import NOT_DONE, InDoubtDecision
 from ..model._serde import decode, encode
 from ..store._protocols import StepRow
-from ._context import Interrupt
+from ._context import Interrupt, own
 
 if TYPE_CHECKING:
-    from ._context import NodeContext
+    from ._context import TaskCalls
 
 __all__ = ["IN_DOUBT_INDEX", "MARK", "check_options", "run_in_doubt"]
 
@@ -51,21 +51,16 @@ _PREVIEW = 500
 _DECISION: TypeAdapter[InDoubtDecision] = TypeAdapter(InDoubtDecision)
 
 
-def _own(exc: DurableFlowError) -> DurableFlowError:
-    exc.raised_by_runtime = True  # the node's retry could not change it
-    return exc
-
-
 def check_options(name: str, in_doubt: str, reconcile: Callable[..., Any] | None) -> None:
     """``InvalidInputError`` for an unknown ``in_doubt``, or a reserved step name."""
     if in_doubt not in ("rerun", "ask"):
-        raise _own(InvalidInputError(f"in_doubt must be 'rerun' or 'ask', not {in_doubt!r}"))
+        raise own(InvalidInputError(f"in_doubt must be 'rerun' or 'ask', not {in_doubt!r}"))
     if reconcile is not None and in_doubt != "ask":
-        raise _own(InvalidInputError("reconcile= is used only with in_doubt='ask'"))
+        raise own(InvalidInputError("reconcile= is used only with in_doubt='ask'"))
     if reconcile is not None and not callable(reconcile):
-        raise _own(InvalidInputError(f"reconcile must be a function, not {reconcile!r}"))
+        raise own(InvalidInputError(f"reconcile must be a function, not {reconcile!r}"))
     if isinstance(name, str) and name.startswith(MARK):
-        raise _own(InvalidInputError(f"step names starting with {MARK!r} are reserved"))
+        raise own(InvalidInputError(f"step names starting with {MARK!r} are reserved"))
 
 
 def marker(name: str, attempt: int) -> str:
@@ -73,8 +68,8 @@ def marker(name: str, attempt: int) -> str:
     return f"{MARK}{name}:{attempt}"
 
 
-def _last_attempt(ctx: NodeContext, name: str) -> int:
-    io = ctx._io
+def _last_attempt(calls: TaskCalls, name: str) -> int:
+    io = calls.io
     attempt = 0
     while io.has_step(marker(name, attempt + 1)):
         attempt += 1
@@ -98,83 +93,82 @@ async def _call(fn: Callable[..., Any | Awaitable[Any]], args: tuple[Any, ...],
     return result
 
 
-async def run_in_doubt(ctx: NodeContext, name: str, ordinal: int,
+async def run_in_doubt(calls: TaskCalls, name: str, ordinal: int,
                        fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                        reconcile: Callable[..., Any] | None) -> Any:
     """The step's outcome when no result is recorded: settle a doubt, or start an attempt.
 
     Returns the value to record as the step's result.
     """
-    attempt = _last_attempt(ctx, name)
+    attempt = _last_attempt(calls, name)
     if attempt:
-        started = await _recorded(ctx, marker(name, attempt))
-        outcome = await _settle(ctx, name, ordinal, attempt, started, args, kwargs, reconcile)
+        started = await _recorded(calls, marker(name, attempt))
+        outcome = await _settle(calls, name, ordinal, attempt, started, args, kwargs, reconcile)
         if outcome is not NOT_DONE:
             return outcome
     if attempt + 1 >= _ATTEMPTS:
-        raise _own(InvalidInputError(f"step {name!r} of {ctx.node!r} was started "
-                                     f"{_ATTEMPTS} times"))
-    await _mark(ctx, name, attempt + 1, args, kwargs)
+        raise own(InvalidInputError(f"step {name!r} of {calls.node!r} was started "
+                                    f"{_ATTEMPTS} times"))
+    await _mark(calls, name, attempt + 1, args, kwargs)
     return await _call(fn, args, kwargs)
 
 
-async def _mark(ctx: NodeContext, name: str, attempt: int, args: tuple[Any, ...],
+async def _mark(calls: TaskCalls, name: str, attempt: int, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> None:
     """Write the start record of an attempt, and wait until it is stored.
 
     The write is the step machinery's own (a task of its own that finishes
     even when this attempt is cancelled, known to the task's next attempt).
     """
-    io = ctx._io
+    io = calls.io
     data = encode({"started_at": utcnow(), "attempt": attempt, "arguments": preview(args, kwargs)})
-    io.record_step(StepRow(run_id=ctx.run_id, checkpoint_id=io.checkpoint_id, node=ctx.node,
+    io.record_step(StepRow(run_id=calls.run_id, checkpoint_id=io.checkpoint_id, node=calls.node,
                            name=marker(name, attempt), data=data, created_at=utcnow()))
-    await _recorded(ctx, marker(name, attempt))
+    await _recorded(calls, marker(name, attempt))
 
 
-async def _recorded(ctx: NodeContext, step: str) -> Any:
+async def _recorded(calls: TaskCalls, step: str) -> Any:
     """A start record, once its write (if still running) has finished."""
     try:
-        data = await ctx._io.step_result(step)
+        data = await calls.io.step_result(step)
     except DurableFlowError as exc:
-        raise _own(exc) from None
-    return ctx._decode_recorded(data, ctx._io.checkpoint_id, f"the start of step {step!r}")
+        raise own(exc) from None
+    return calls.decode_recorded(data, calls.io.checkpoint_id, f"the start of step {step!r}")
 
 
-async def _settle(ctx: NodeContext, name: str, ordinal: int, attempt: int, started: Any,
+async def _settle(calls: TaskCalls, name: str, ordinal: int, attempt: int, started: Any,
                   args: tuple[Any, ...], kwargs: dict[str, Any],
                   reconcile: Callable[..., Any] | None) -> Any:
     """What happened to attempt ``attempt``: reconcile's word, or a person's."""
     if reconcile is not None:
         try:
-            ctx._io.run.guard()
+            calls.io.run.guard()
             return await _call(reconcile, args, kwargs)
         except LeaseLostError as exc:
-            raise _own(exc) from None
+            raise own(exc) from None
         except Exception as exc:  # a failed reconcile asks a person instead
-            ctx.log.warning("reconcile_failed", step=name, error=f"{type(exc).__name__}: {exc}")
-    return _asked(ctx, name, ordinal, attempt, started)
+            calls.log.warning("reconcile_failed", step=name, error=f"{type(exc).__name__}: {exc}")
+    return _asked(calls, name, ordinal, attempt, started)
 
 
-def _asked(ctx: NodeContext, name: str, ordinal: int, attempt: int, started: Any) -> Any:
+def _asked(calls: TaskCalls, name: str, ordinal: int, attempt: int, started: Any) -> Any:
     """A person's decision on attempt ``attempt``, or the request that asks for it."""
     from ._approvals import with_approval
-    from ._waits import recorded
 
     index = IN_DOUBT_INDEX + ordinal * _ATTEMPTS + attempt
-    row = recorded(ctx, index, "request", "an in-doubt step")
+    row = calls.recorded(index, "request", "an in-doubt step")
     if row is None:
-        payload = {"kind": "in_doubt", "node": ctx.node, "step": name,
+        payload = {"kind": "in_doubt", "node": calls.node, "step": name,
                    "started_at": started.get("started_at"), "attempt": attempt,
                    "arguments": started.get("arguments", "")}
-        row = ctx._new_request(index, payload, _DECISION)
+        row = calls.new_request(index, payload, _DECISION)
         row = dataclasses.replace(row, id=f"{row.id.rpartition('#')[0]}#doubt{ordinal}-{attempt}")
-        title = f"In doubt: did step {name!r} of {ctx.node!r} happen?"
+        title = f"In doubt: did step {name!r} of {calls.node!r} happen?"
         raise Interrupt([with_approval(row, payload, title, (), ())])
     if row.answer is None:
         raise Interrupt([row])
     try:
         decision = _DECISION.validate_python(decode(row.answer))
     except ValidationError as exc:
-        raise _own(SerializationError(ctx.node, f"the answer to {row.id!r}", str(exc))) from None
+        raise own(SerializationError(calls.node, f"the answer to {row.id!r}", str(exc))) from None
     return decision.result if decision.done else NOT_DONE

@@ -206,7 +206,7 @@ class LazyLog(Deferred, Sequence[Message]):
             assert self._build is not None
             base = self._build()
             self._build = None
-            self._built = LogBuffer._wrap([*base, *self._tail])
+            self._built = LogBuffer.adopt([*base, *self._tail])
             self._tail = []
         return self._built
 

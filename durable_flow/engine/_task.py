@@ -1,4 +1,4 @@
-"""Running one task of a superstep: retries, timeouts, and its outcome."""
+"""One task of a superstep: calling its node, checking what it returns, and its outcome."""
 
 from __future__ import annotations
 

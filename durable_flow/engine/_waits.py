@@ -31,19 +31,13 @@ from ..errors import (
 )
 from ..model._clock import utcnow
 from ..model._serde import encode
-from ..store._protocols import RequestRow, WaitKind
-from ._context import NO_DEFAULT, Interrupt
+from ..store._protocols import RequestRow
+from ._context import NO_DEFAULT, Interrupt, own
 
 if TYPE_CHECKING:
-    from ._context import NodeContext
+    from ._context import TaskCalls
 
-__all__ = ["recorded", "seconds", "sleep", "sleep_until", "timed_out_request", "wait_event",
-           "with_deadline"]
-
-
-def _own(exc: DurableFlowError) -> DurableFlowError:
-    exc.raised_by_runtime = True  # retrying the node could not change a recorded outcome
-    return exc
+__all__ = ["seconds", "sleep", "sleep_until", "timed_out_request", "wait_event", "with_deadline"]
 
 
 def seconds(name: str, value: float | timedelta) -> float:
@@ -51,7 +45,7 @@ def seconds(name: str, value: float | timedelta) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise _own(InvalidInputError(f"{name} must be seconds (a number) or a timedelta, "
+        raise own(InvalidInputError(f"{name} must be seconds (a number) or a timedelta, "
                                      f"got {value!r}"))
     return float(value)
 
@@ -61,82 +55,57 @@ def _after(start: datetime, name: str, duration: float | timedelta) -> datetime:
     try:
         return start + timedelta(seconds=max(seconds(name, duration), 0.0))
     except OverflowError:
-        raise _own(InvalidInputError(f"{name} is too long: {duration!r}")) from None
+        raise own(InvalidInputError(f"{name} is too long: {duration!r}")) from None
 
 
-def _next_index(ctx: NodeContext) -> int:
-    index = ctx._request_index
-    ctx._request_index += 1
-    return index
-
-
-def recorded(ctx: NodeContext, index: int, kind: WaitKind, call: str) -> RequestRow | None:
-    """The wait this call recorded before, if any; another kind means the code changed."""
-    row = ctx._io.answered.get(index)
-    if row is not None and row.kind != kind:
-        raise _own(InvalidInputError(
-            f"node {ctx.node!r} called {call} where it recorded a {row.kind} ({row.id!r}) "
-            "before; a node's requests, sleeps and event waits must come in the same order"))
-    return row
-
-
-def _row(ctx: NodeContext, index: int, kind: WaitKind, payload: bytes, schema: bytes,
-         expires_at: datetime | None) -> RequestRow:
-    io = ctx._io
-    rid = io.request_id(ctx.node, ctx.superstep, index)
-    return RequestRow(
-        id=rid, run_id=ctx.run_id, workflow_name=io.run.workflow_name, thread=io.thread,
-        checkpoint_id=io.checkpoint_id, node=ctx.node, index=index, payload=payload,
-        response_schema=schema, created_at=utcnow(), kind=kind, expires_at=expires_at)
-
-
-async def sleep(ctx: NodeContext, duration: float | timedelta) -> None:
+async def sleep(calls: TaskCalls, duration: float | timedelta) -> None:
     """``ctx.sleep``: stop the task for ``duration``; zero or less returns at once."""
     when = _after(utcnow(), "sleep", duration)
-    await sleep_until(ctx, when)
+    await sleep_until(calls, when)
 
 
-async def sleep_until(ctx: NodeContext, when: datetime) -> None:
+async def sleep_until(calls: TaskCalls, when: datetime) -> None:
     """``ctx.sleep_until``: stop the task until ``when`` (a recorded timer); at once if past."""
     if not isinstance(when, datetime):
-        raise _own(InvalidInputError(f"sleep_until needs a datetime, got {when!r}"))
+        raise own(InvalidInputError(f"sleep_until needs a datetime, got {when!r}"))
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)  # naive times are UTC, like every stored time
-    index = _next_index(ctx)
-    row = recorded(ctx, index, "timer", "ctx.sleep")
+    index = calls.next_index()
+    row = calls.recorded(index, "timer", "ctx.sleep")
     if row is not None:
         if row.answer is not None:
             return  # the timer fired
         raise Interrupt([])  # its time came after this run was claimed: the next claim fires it
     if when <= utcnow():
         return
-    raise Interrupt([_row(ctx, index, "timer", encode({"until": when}), b"{}", when)])
+    raise Interrupt([calls.new_wait(index, "timer", encode({"until": when}), b"{}", when)])
 
 
-async def wait_event(ctx: NodeContext, name: str, response_type: Any,
+async def wait_event(calls: TaskCalls, name: str, response_type: Any,
                      timeout: float | timedelta | None) -> Any:
     """``ctx.wait_event``: the next event ``name`` sent to the run, validated into the type."""
     if not isinstance(name, str) or not name:
-        raise _own(InvalidInputError(f"an event name is a non-empty string, got {name!r}"))
+        raise own(InvalidInputError(f"an event name is a non-empty string, got {name!r}"))
     adapter: TypeAdapter[Any] = TypeAdapter(response_type)
-    index = _next_index(ctx)
-    row = recorded(ctx, index, "event", "ctx.wait_event")
+    index = calls.next_index()
+    row = calls.recorded(index, "event", "ctx.wait_event")
     if row is None:
         due = None if timeout is None else _after(utcnow(), "timeout", timeout)
-        row = _row(ctx, index, "event", encode(name), orjson.dumps(adapter.json_schema()), due)
-        rc = ctx._io.run
+        row = calls.new_wait(index, "event", encode(name), orjson.dumps(adapter.json_schema()),
+                             due)
+        rc = calls.io.run
         try:
             row = await rc.wait_event(row)  # a kept event is taken at once
         except LeaseLostError as exc:
             rc.fence.lose(exc)
             raise
         except DurableFlowError as exc:
-            raise _own(exc) from None
+            raise own(exc) from None
     if row.timed_out:
-        raise _own(EventTimeoutError(ctx.node, name, row.expires_at))
+        raise own(EventTimeoutError(calls.node, name, row.expires_at))
     if row.answer is None:
         raise Interrupt([])
-    payload = ctx._decode_recorded(row.answer, row.checkpoint_id, f"the event {name!r}")
+    payload = calls.decode_recorded(row.answer, row.checkpoint_id, f"the event {name!r}")
     try:
         return adapter.validate_python(payload)
     except ValidationError as exc:
@@ -152,9 +121,9 @@ def with_deadline(row: RequestRow, timeout: float | timedelta | None) -> Request
     return replace(row, expires_at=_after(row.created_at, "timeout", timeout))
 
 
-def timed_out_request(ctx: NodeContext, row: RequestRow, default: Any) -> Any:
+def timed_out_request(calls: TaskCalls, row: RequestRow, default: Any) -> Any:
     """What ``ctx.request`` gives once its deadline closed the request."""
     if default is not NO_DEFAULT:
         return default
-    raise _own(RequestTimeoutError(ctx.node, row.id, row.expires_at))
+    raise own(RequestTimeoutError(calls.node, row.id, row.expires_at))
 

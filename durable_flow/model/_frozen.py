@@ -107,6 +107,11 @@ class LogBuffer(FrozenList):
             return cls._wrap(current)
         return cls._wrap(FrozenList(current))
 
+    @classmethod
+    def adopt(cls, frozen_items: Iterable[Any]) -> LogBuffer:
+        """A buffer of items that are frozen already (they are not walked again)."""
+        return cls._wrap(frozen_items)
+
     def grow(self, items: Iterable[Any]) -> None:
         """Append ``items`` (frozen on the way in): the engine's merge, nobody else's."""
         list.extend(self, [freeze(v) for v in items])

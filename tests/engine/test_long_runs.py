@@ -27,13 +27,13 @@ from durable_flow import (
     add,
     append,
 )
-from durable_flow.engine._loop import RunContext, ThreadRunner
+from durable_flow.engine._algo import apply_writes, refers_to_messages
 from durable_flow.engine._state import LogGrowth, ThreadState, input_values
 from durable_flow.engine._task import TaskResult
 from durable_flow.model._clock import utcnow
 from durable_flow.model._frozen import FrozenList, LogBuffer
 from durable_flow.model._records import RunStatus as Status
-from durable_flow.store._protocols import CheckpointMeta, Lease
+from durable_flow.store._protocols import CheckpointMeta
 
 LONG = 10_000
 
@@ -67,9 +67,10 @@ def _state(workflow: Any, notes: list[str]) -> ThreadState:
     return ThreadState(meta=meta, values=values, histories={"step": FrozenList(history)})
 
 
-def _runner(workflow: Any) -> ThreadRunner:
-    lease = Lease(run_id="r", owner="t", epoch=1, expires_at=utcnow())
-    return ThreadRunner(RunContext(MemoryStore(), lease, workflow.name, None), workflow)
+def _merge(workflow: Any, writes: list[TaskResult], values: dict[str, Any],
+           histories: dict[str, Any], grown: LogGrowth) -> None:
+    apply_writes(workflow.schema, writes, values, histories, grown,
+                 history_refs=refers_to_messages(workflow.schema))
 
 
 def _write(text: str) -> TaskResult:
@@ -80,10 +81,9 @@ def _write(text: str) -> TaskResult:
 
 def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None:
     workflow = _loop(1)
-    runner = _runner(workflow)
     st = _state(workflow, [f"note {i}" for i in range(LONG)])
     values, histories = dict(st.values), dict(st.histories)
-    runner._reduce([_write("first")], values, histories, LogGrowth())  # the one copy, at load
+    _merge(workflow, [_write("first")], values, histories, LogGrowth())  # the one copy, at load
     notes, history = values["notes"], histories["step"]
     assert type(notes) is LogBuffer and type(history) is LogBuffer
 
@@ -91,7 +91,7 @@ def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None
     try:
         before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        runner._reduce([_write("second")], values, histories, LogGrowth())
+        _merge(workflow, [_write("second")], values, histories, LogGrowth())
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
@@ -105,12 +105,11 @@ def test_merging_a_superstep_of_a_long_run_copies_only_what_it_appends() -> None
 
 def test_an_undone_merge_leaves_the_logs_as_they_were() -> None:
     workflow = _loop(1)
-    runner = _runner(workflow)
     st = _state(workflow, ["a", "b"])
     values, histories = dict(st.values), dict(st.histories)
-    runner._reduce([_write("c")], values, histories, LogGrowth())
+    _merge(workflow, [_write("c")], values, histories, LogGrowth())
     grown = LogGrowth()
-    runner._reduce([_write("d"), _write("e")], values, histories, grown)
+    _merge(workflow, [_write("d"), _write("e")], values, histories, grown)
     assert values["notes"] == ["a", "b", "c", "d", "e"]
     grown.undo()
     assert values["notes"] == ["a", "b", "c"]
