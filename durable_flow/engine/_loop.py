@@ -14,7 +14,7 @@ instead, and the thread is ``waiting`` or ``failed``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import (
@@ -35,6 +35,7 @@ from ..store._protocols import (
     Carry,
     CheckpointMeta,
     CheckpointWrite,
+    CommitParts,
     ParkedRow,
     RequestRow,
     RunUpdate,
@@ -224,7 +225,7 @@ class ThreadRunner:
 
             write, state = child.first_checkpoint(values, route_entry(sub.workflow,
                                                                       child.schema.build(values)))
-            await self.rc.commit(checkpoint=write)
+            await self.rc.commit(CommitParts(checkpoint=write))
         else:
             preloaded = self.rc.preloaded.pop(child.thread, None)
             state = preloaded if preloaded is not None else await child.load(head.id)
@@ -298,12 +299,12 @@ class ThreadRunner:
                             release=status is not RunStatus.RUNNING)
         keep = pause and keep_requests
         write = CheckpointWrite(meta, rows.values, rows.appends)
-        await self.rc.commit(checkpoint=write, run=run,
-                             drop_open_requests=pause and not keep and not self.parks,
-                             carry=Carry(base.id) if keep else None,
-                             extends=self._extends(base), decisions=decisions,
-                             **(park.commit_parts() if park is not None
-                                else {"parked_on": parked_on}))
+        parts = park.commit_parts() if park is not None else CommitParts(parked_on=parked_on)
+        await self.rc.commit(replace(
+            parts, checkpoint=write, run=run,
+            drop_open_requests=pause and not keep and not self.parks,
+            carry=Carry(base.id) if keep else None, extends=self._extends(base),
+            decisions=decisions))
         self.rc.emit("checkpoint_saved", self.namespace, step, checkpoint_id=meta.id,
                      nodes=list(nodes), size=meta.size)
         return ThreadState(meta=meta, values=values, histories=histories,
@@ -316,10 +317,11 @@ class ThreadRunner:
     async def _wait(self, st: ThreadState, unsaved: list[TaskResult],
                     requests: list[RequestRow], reopen: list[str]) -> ThreadOutcome:
         run = RunUpdate(status=RunStatus.WAITING, release=True) if self.top else None
-        await self.rc.commit(
+        await self.rc.commit(CommitParts(
             extends=self._extends(st.meta),
             mark=StatusMark(st.meta.id, RunStatus.WAITING), reopen=reopen,
-            task_writes=[self.tasks.task_write(st, r) for r in unsaved], requests=requests, run=run)
+            task_writes=[self.tasks.task_write(st, r) for r in unsaved], requests=requests,
+            run=run))
         return ThreadOutcome(RunStatus.WAITING, st, requests=requests)
 
     async def _fail(self, st: ThreadState, exc: BaseException, node: TaskId | None,
@@ -335,10 +337,10 @@ class ThreadRunner:
         # on_failure="pause": the run is dead-lettered, paused with its error, not failed
         status = RunStatus.PAUSED if self.wf.on_failure == "pause" else RunStatus.FAILED
         run = RunUpdate(status=status, error=err, release=True) if self.top else None
-        await self.rc.commit(
+        await self.rc.commit(CommitParts(
             extends=self._extends(st.meta),
             mark=StatusMark(st.meta.id, RunStatus.FAILED, err),
             task_writes=[self.tasks.task_write(st, r) for r in unsaved],
-            requests=requests or [], reopen=reopen or [], run=run)
+            requests=requests or [], reopen=reopen or [], run=run))
         return ThreadOutcome(RunStatus.FAILED, st, error=err, exception=exc)
 

@@ -33,6 +33,7 @@ from ..store._protocols import (
     Carry,
     CheckpointMeta,
     CheckpointWrite,
+    CommitParts,
     LoadedCheckpoint,
     ParkedRow,
     RunRecord,
@@ -282,9 +283,9 @@ def _plain(items: list[Any]) -> Any:
 async def commit_migration(rc: RunContext, workflow: Workflow, plan: MigrationPlan) -> None:
     """Write the planned migration under ``rc``'s lease: the new head, the moves, the version."""
     write = plan.write
-    await rc.commit(
+    await rc.commit(CommitParts(
         checkpoint=write, extends=write.meta.parent_id, carry=plan.carry,
         run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=write.meta.id,
-                      workflow_version=workflow.version, signature=workflow.signature))
+                      workflow_version=workflow.version, signature=workflow.signature)))
     rc.emit("checkpoint_saved", "", write.meta.superstep, checkpoint_id=write.meta.id,
             nodes=[], size=write.meta.size)

@@ -23,7 +23,7 @@ thread is ``waiting`` only when nothing but parked tasks is left
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..model._clock import utcnow
 from ..model._ids import new_checkpoint_id
@@ -33,6 +33,7 @@ from ..store._protocols import (
     Carry,
     CheckpointMeta,
     CheckpointWrite,
+    CommitParts,
     ParkedRow,
     RequestRow,
     RunUpdate,
@@ -132,10 +133,10 @@ class Barrier:
         """Nodes with a parked task: a fan-in they feed waits for them."""
         return frozenset(TaskId.parse(p.task).node for p in self.parked)
 
-    def commit_parts(self) -> dict[str, Any]:
+    def commit_parts(self) -> CommitParts:
         """What the barrier's commit writes besides the checkpoint."""
-        return {"requests": self.requests, "reopen": self.reopen, "parked_on": self.open_ids,
-                "withdraw": self.withdraw}
+        return CommitParts(requests=self.requests, reopen=self.reopen, parked_on=self.open_ids,
+                           withdraw=self.withdraw)
 
     async def status(self, has_next: bool) -> RunStatus:
         """``running`` while anything can run, ``waiting`` when only parked tasks are left.
@@ -243,8 +244,8 @@ async def _reanchor(runner: ThreadRunner, st: ThreadState,
         base, id=new_id, parent_id=base.id, seq=base.seq + 1, created_at=utcnow(),
         status=RunStatus.RUNNING, source="resume", nodes=(), error=None, size=0, parked=parked)
     run = RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id) if runner.top else None
-    await rc.commit(checkpoint=CheckpointWrite(meta, {}, {}), carry=Carry(base.id),
-                    extends=base.id if runner.top else None, nested=copies, run=run)
+    await rc.commit(CommitParts(checkpoint=CheckpointWrite(meta, {}, {}), carry=Carry(base.id),
+                                extends=base.id if runner.top else None, nested=copies, run=run))
     rc.preloaded.clear()  # the copies are read by the tasks that continue them
     rc.emit("checkpoint_saved", runner.namespace, meta.superstep, checkpoint_id=new_id,
             nodes=[], size=0)
@@ -404,9 +405,9 @@ async def idle(runner: ThreadRunner, st: ThreadState, parking: Parking) -> Threa
     from ._loop import ThreadOutcome
 
     if runner.top:
-        await runner.rc.commit(extends=st.meta.id, mark=StatusMark(st.meta.id, RunStatus.WAITING),
-                               run=RunUpdate(status=RunStatus.WAITING, release=True),
-                               parked_on=parking.open_ids)
+        await runner.rc.commit(CommitParts(
+            extends=st.meta.id, mark=StatusMark(st.meta.id, RunStatus.WAITING),
+            run=RunUpdate(status=RunStatus.WAITING, release=True), parked_on=parking.open_ids))
     elif st.meta.status is not RunStatus.WAITING:
-        await runner.rc.commit(mark=StatusMark(st.meta.id, RunStatus.WAITING))
+        await runner.rc.commit(CommitParts(mark=StatusMark(st.meta.id, RunStatus.WAITING)))
     return ThreadOutcome(RunStatus.WAITING, st)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import LeaseLostError
 from ..model._task_id import TaskId
-from ..store._protocols import RequestRow
+from ..store._protocols import CommitParts, RequestRow
 from ._instances import blocked_subworkflows
 from ._parked import inner_ready
 from ._task import TaskResult
@@ -66,7 +66,8 @@ async def open_now(rc: RunContext, requests: Sequence[RequestRow]) -> None:
     waits of a task that parks again.
     """
     try:
-        await rc.commit(requests=[dataclasses.replace(q, parked=True) for q in requests])
+        await rc.commit(CommitParts(requests=[dataclasses.replace(q, parked=True)
+                                              for q in requests]))
     except LeaseLostError as exc:
         rc.fence.lose(exc)
         raise

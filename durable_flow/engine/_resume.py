@@ -23,7 +23,14 @@ from ..model._graph import Workflow
 from ..model._ids import new_checkpoint_id
 from ..model._records import RunStatus
 from ..model._task_id import TaskId
-from ..store._protocols import Carry, CheckpointMeta, CheckpointWrite, ParkedRow, RunUpdate
+from ..store._protocols import (
+    Carry,
+    CheckpointMeta,
+    CheckpointWrite,
+    CommitParts,
+    ParkedRow,
+    RunUpdate,
+)
 from ._preflight import preflight
 from ._state import ThreadState, self_contained
 
@@ -53,9 +60,9 @@ async def resume_point(runner: ThreadRunner, st: ThreadState, *, checked: bool) 
     meta = dataclasses.replace(
         st.meta, id=new_id, parent_id=st.meta.id, seq=st.meta.seq + 1, created_at=utcnow(),
         status=RunStatus.RUNNING, source="resume", nodes=(), error=None, size=0, parked=parked)
-    await runner.rc.commit(
+    await runner.rc.commit(CommitParts(
         checkpoint=CheckpointWrite(meta, {}, {}), extends=st.meta.id, carry=Carry(st.meta.id),
-        nested=copies, run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id))
+        nested=copies, run=RunUpdate(RunStatus.RUNNING, head_checkpoint_id=new_id)))
     runner.rc.preloaded.clear()  # the copies are read by the tasks that continue them
     runner.rc.emit("checkpoint_saved", runner.namespace, meta.superstep, checkpoint_id=new_id,
                    nodes=[], size=0)

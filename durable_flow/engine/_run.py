@@ -12,6 +12,7 @@ usage and budget.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LeaseLostError
@@ -20,9 +21,9 @@ from ..model._records import Event, EventKind, RunStatus
 from ..store._protocols import (
     CheckpointStore,
     Commit,
+    CommitParts,
     Lease,
     RequestRow,
-    RunUpdate,
     StepRow,
     TaskWrite,
 )
@@ -116,8 +117,8 @@ class RunContext:
         self.guard()
         return await self.store.answer_by_policy(self.lease, row, principal)
 
-    async def commit(self, **parts: Any) -> None:
-        """Commit under the run's lease, after what the superstep streamed is stored.
+    async def commit(self, parts: CommitParts) -> None:
+        """Commit ``parts`` under the run's lease, after what the superstep streamed is stored.
 
         Nothing is sent past the lease's local deadline (checked again after the flush).
         """
@@ -126,10 +127,10 @@ class RunContext:
             self.guard()
             await self.stream_log.flush()
         self.guard()
-        update = parts.get("run")
-        if isinstance(update, RunUpdate) and update.release:
+        update = parts.run
+        if update is not None and update.release:
             self.releasing = True
-        self.watch(parts.get("requests", ()))
-        if isinstance(update, RunUpdate) and update.status is RunStatus.WAITING and self.watched:
-            parts["parked_on"] = (*parts.get("parked_on", ()), *sorted(self.watched))
-        await self.store.commit(Commit(lease=self.lease, **parts))
+        self.watch(parts.requests)
+        if update is not None and update.status is RunStatus.WAITING and self.watched:
+            parts = replace(parts, parked_on=(*parts.parked_on, *sorted(self.watched)))
+        await self.store.commit(Commit.of(self.lease, parts))

@@ -16,7 +16,14 @@ from typing import Any
 from ..model._graph import Workflow
 from ..model._records import RunStatus
 from ..model._routing import Routed
-from ..store._protocols import CheckpointStore, CheckpointWrite, Lease, RunRecord, RunUpdate
+from ..store._protocols import (
+    CheckpointStore,
+    CheckpointWrite,
+    CommitParts,
+    Lease,
+    RunRecord,
+    RunUpdate,
+)
 from ._fork import UpdatePlan, plan_update
 from ._loop import ThreadOutcome, ThreadRunner
 from ._migrate import MigrationPlan, commit_migration, plan_migration
@@ -119,5 +126,6 @@ async def continue_run(rc: RunContext, workflow: Workflow, prepared: Prepared, *
     if prepared.checked:
         runner.checked(state.meta.id)
     if not state.meta.next_tasks and not state.meta.parked:  # finished before its status was written
-        await rc.commit(extends=state.meta.id, run=RunUpdate(RunStatus.COMPLETED, release=True))
+        await rc.commit(CommitParts(extends=state.meta.id,
+                                    run=RunUpdate(RunStatus.COMPLETED, release=True)))
     return await runner.run(state, new=prepared.new)

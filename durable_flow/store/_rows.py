@@ -27,6 +27,7 @@ __all__ = [
     "CheckpointWrite",
     "Claim",
     "Commit",
+    "CommitParts",
     "Lease",
     "LoadedCheckpoint",
     "MailRow",
@@ -306,8 +307,32 @@ class Carry:
     nodes: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitParts:
+    """What a superstep commit writes, without the lease it writes under (see ``Commit``).
+
+    The engine builds one; its run context adds the lease (``Commit.of``).
+    """
+
+    extends: str | None = None
+    checkpoint: CheckpointWrite | None = None
+    mark: StatusMark | None = None
+    task_writes: Sequence[TaskWrite] = ()
+    requests: Sequence[RequestRow] = ()
+    answers: dict[str, bytes] = field(default_factory=dict)
+    reopen: Sequence[str] = ()
+    drop_open_requests: bool = False
+    run: RunUpdate | None = None
+    carry: Carry | None = None
+    nested: Sequence[tuple[CheckpointWrite, Carry]] = ()
+    parked_on: Sequence[str] = ()
+    #: appended to the run's decision chain in the same transaction (``update_state``)
+    decisions: Sequence[DecisionDraft] = ()
+    withdraw: Sequence[str] = ()
+
+
 @dataclass(frozen=True, slots=True)
-class Commit:
+class Commit(CommitParts):
     """What one transaction writes. Everything in it commits or nothing does.
 
     ``extends`` is the run's head checkpoint the commit builds on (top-level
@@ -340,25 +365,15 @@ class Commit:
     """
 
     lease: Lease
-    extends: str | None = None
-    checkpoint: CheckpointWrite | None = None
-    mark: StatusMark | None = None
-    task_writes: Sequence[TaskWrite] = ()
-    requests: Sequence[RequestRow] = ()
-    answers: dict[str, bytes] = field(default_factory=dict)
-    reopen: Sequence[str] = ()
-    drop_open_requests: bool = False
-    run: RunUpdate | None = None
-    carry: Carry | None = None
-    nested: Sequence[tuple[CheckpointWrite, Carry]] = ()
-    parked_on: Sequence[str] = ()
-    #: appended to the run's decision chain in the same transaction (``update_state``)
-    decisions: Sequence[DecisionDraft] = ()
-    withdraw: Sequence[str] = ()
+
+    @classmethod
+    def of(cls, lease: Lease, parts: CommitParts) -> Commit:
+        """``parts`` written under ``lease``."""
+        return cls(lease, **{f.name: getattr(parts, f.name) for f in fields(CommitParts)})
 
 
 #: The parts of a ``Commit`` that move a run's head: a commit that sets no other
-#: part is a plain head move (see ``Commit.extra_parts``).
+#: part is a plain head move (see ``extra_parts``).
 HEAD_PARTS = frozenset({"lease", "extends", "checkpoint", "run"})
 
 
