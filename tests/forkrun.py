@@ -26,11 +26,12 @@ _servers: dict[str, ForkServer | None] = {}
 
 
 def _get(kind: str = "kit") -> ForkServer | None:
-    """The server of this test process for ``kind``: kit scripts, or console scripts.
+    """The server of this test process for ``kind``: ``kit`` scripts, or ``plain`` ones.
 
-    A console script's server has the interpreter's own ``sys.path`` (not the
-    test process's folders: the child sees what a user's ``durable-flow`` sees,
-    plus ``PYTHONPATH``) and has imported the command line's libraries.
+    The plain server has the interpreter's own ``sys.path`` (not the test
+    process's folders: the child sees what a user's ``python`` or
+    ``durable-flow`` sees, plus ``PYTHONPATH``) and has imported the command
+    line's libraries too.
     """
     if kind not in _servers:
         if kind == "kit":
@@ -46,15 +47,16 @@ def _get(kind: str = "kit") -> ForkServer | None:
 
 def run(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
         timeout: float = 120.0, cwd: Path | None = None, input: str | None = None,
-        console: bool = False) -> subprocess.CompletedProcess[str]:
+        plain: bool = False, console: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the Python file ``argv[0]`` with ``argv[1:]``; its exit code, stdout and stderr.
 
     ``cwd``: the folder it runs in; ``input``: what it reads on stdin;
-    ``console``: ``argv[0]`` is a console script (``durable-flow``).
+    ``plain``: with the interpreter's own ``sys.path``, as a user's script;
+    ``console``: ``argv[0]`` is a console script (``durable-flow``), plain too.
     """
     args = [str(a) for a in argv]
     childguard.starting("a forked child (forkrun.run)")
-    server = _get("console" if console else "kit")
+    server = _get("plain" if plain or console else "kit")
     environ = dict(os.environ if env is None else env)
     if server is None:
         command = args if console else [sys.executable, *args]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 from typer.testing import CliRunner
 
@@ -51,8 +51,8 @@ def test_guide_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     if code:
         script = tmp_path / "page.py"
         script.write_text("\n".join(code))
-        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
+        # as `python page.py` in that folder (forked from a warm interpreter)
+        done = forkrun.run([script], cwd=tmp_path, timeout=120, plain=True)
         assert done.returncode == 0, f"{page.name}: {done.stderr}"
     monkeypatch.chdir(tmp_path)
     for lang, _info, body in _blocks(page):
