@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from argon2 import PasswordHasher
 from pgdb import empty_tables, fresh_database, run_async
 from plainlogs import use_plain_tracebacks
 
 from durable_flow import MemoryStore, PostgresStore, Runtime, SqliteStore
+from durable_flow.runtime.people import _passwords
 from durable_flow.store.sql._cache import CACHE_ENV, load_or_compile, statements_for
 
 # The process markers and the guard that fails a test starting a process without one.
@@ -37,6 +39,13 @@ os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="durable-flow-statements-")
 atexit.register(shutil.rmtree, os.environ[CACHE_ENV], ignore_errors=True)
 
 use_plain_tracebacks()  # rich's tracebacks of logged errors were a third of the tests' CPU
+
+# Passwords hashed in the test processes are argon2id at a low cost (one pass over
+# 8 MiB instead of three over 64 MiB: a quarter of a second of CPU per hash and per
+# login). Verifying reads the cost from the stored hash, so a UI server the tests
+# start checks these quickly too; CLI processes (`durable-flow users add`) hash at
+# the product's cost, and tests/ui/test_people.py checks that cost.
+_passwords._HASHER = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1)
 
 
 @pytest.fixture(scope="session", autouse=True)

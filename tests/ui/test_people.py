@@ -22,6 +22,19 @@ def test_passwords_are_argon2id_hashes_that_verify():
     assert hash_password("correct horse") != stored  # salted
 
 
+@pytest.mark.process
+def test_the_product_hashes_at_rfc_9106s_cost_in_its_own_processes():
+    import subprocess
+    import sys
+
+    code = ("from durable_flow.runtime.people._passwords import hash_password;"
+            "print(hash_password('x'))")
+    stored = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    # argon2id, 64 MiB, three passes, four lanes (the tests' own processes use less)
+    assert stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$"), stored
+
+
 def later() -> int:
     return int(time.time()) + 600
 
