@@ -1,8 +1,8 @@
 """The runtime's side of "who may do what": ``by=`` of the acts on a whole run, recorded.
 
 ``Runtime.run``/``submit``/``fork`` record who started a run
-(``RunInfo.started_by``); ``cancel``, ``fork`` and ``update_state`` write a
-decision (kinds ``"cancel"``, ``"fork"``, ``"update"``) in the transaction
+(``RunInfo.started_by``); ``cancel`` (:class:`Doors`), ``fork`` and
+``update_state`` write a decision (kinds ``"cancel"``, ``"fork"``, ``"update"``) in the transaction
 that does the act. The library records and does not refuse (its caller is
 trusted code); the web app and the API refuse with the rule of
 ``model/_access.py`` before they call it. :func:`run_access` reads what that
@@ -27,7 +27,7 @@ from ..store._protocols import CheckpointStore, RunRecord
 from ._execution import Executor
 from ._inspect import Inspector
 
-__all__ = ["RuntimeDoors", "check_answerer", "fork_decision", "run_access", "run_decision",
+__all__ = ["Doors", "check_answerer", "fork_decision", "run_access", "run_decision",
            "started_by", "update_decision"]
 
 _VIAS = ("api", "cli", "ui", "runtime")
@@ -117,29 +117,23 @@ async def check_answerer(store: CheckpointStore, run_id: str, responses: Mapping
             check_permitted(run_id, row, who)
 
 
-class RuntimeDoors:
-    """``Runtime``'s acts on a whole run that live here: ``cancel``."""
+class Doors:
+    """The acts on a whole run that are not starting or continuing it: ``cancel``."""
 
-    store: CheckpointStore
-    _exec: Executor
+    def __init__(self, store: CheckpointStore, executor: Executor) -> None:
+        self.store = store
+        self.executor = executor
 
-    async def cancel(self, run_id: str, *, by: Principal | str | None = None,
-                     via: str = "api", comment: str | None = None) -> RunInfo:
-        """Cancel a run; its last checkpoint stays as it was (a ``"cancel"`` decision ``by``).
-
-        A waiting (or crashed) run is cancelled at once. A run executing in
-        this runtime has its tasks cancelled. A run executing in another
-        process is fenced: its lease epoch moves on, so that process's next
-        write fails and it stops with ``run_cancelled``. The decision is
-        written in the cancelling transaction.
-        """
+    async def cancel(self, run_id: str, by: Principal | str | None, via: str,
+                     comment: str | None) -> RunInfo:
+        """``Runtime.cancel``: a ``"cancel"`` decision ``by``, then the run cancelled."""
         decision = run_decision("cancel", by, via, comment=comment)
         record = await self.store.get_run(run_id)
         if record is None:
             raise RunNotFoundError(run_id)
         if record.status.is_final:
             raise RunNotResumableError(run_id, record.status.value, "cancelled")
-        if not await self._exec.cancel(run_id, decision):
+        if not await self.executor.cancel(run_id, decision):
             await self.store.cancel_run(run_id, decision)
         cancelled = await self.store.get_run(run_id)
         if cancelled is None:  # pragma: no cover - runs are never deleted

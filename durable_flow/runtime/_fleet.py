@@ -1,4 +1,4 @@
-"""The runtime's fleet operations: pause and unpause, finding runs by query.
+"""The runtime's fleet operations: pause, unpause and retry, finding runs by query, pruning.
 
 ``Runtime.pause`` and ``Runtime.unpause`` record a decision (kinds
 ``"pause"``/``"unpause"``) in the transaction that changes the run; the store's
@@ -11,7 +11,7 @@ executing elsewhere learns of it at its next lease renewal.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError, RunNotFoundError
@@ -25,7 +25,7 @@ from ._inspect import Inspector
 if TYPE_CHECKING:
     from ._execution import Executor
 
-__all__ = ["RuntimeFleet", "check_labels", "run_filters", "unpause_run"]
+__all__ = ["Fleet", "check_labels", "run_filters", "unpause_run"]
 
 #: the principal recorded when a fleet action names nobody
 _RUNTIME = "runtime"
@@ -75,72 +75,38 @@ def _decision(kind: str, run_id: str, by: Principal | str | None,
                          utcnow(), reason, {"run_id": run_id, "kind": kind, "reason": reason})
 
 
-class RuntimeFleet:
-    """``Runtime``'s fleet methods: pause, unpause, retry, list_runs, select_runs."""
+class Fleet:
+    """The fleet operations on a store's runs: pause, unpause, retry, select, prune."""
 
-    store: CheckpointStore
-    _exec: Executor
-    _inspect: Inspector
+    def __init__(self, store: CheckpointStore, executor: Executor) -> None:
+        self.store = store
+        self.executor = executor
 
-    async def pause(self, run_id: str, *, reason: str | None = None,
-                    by: Principal | str | None = None) -> RunInfo:
-        """Pause a run: it is not claimed again until :meth:`unpause`; recorded as a decision.
-
-        A run executing on any worker finishes its current superstep, commits
-        and stops within one lease renewal (no new superstep starts); answers,
-        events and timers keep being recorded while it is paused. Pausing a
-        paused run changes nothing. ``InvalidInputError`` for a completed,
-        failed or cancelled run; ``RunNotFoundError``.
-        """
+    async def pause(self, run_id: str, reason: str | None,
+                    by: Principal | str | None) -> RunInfo:
+        """``Runtime.pause``: the run paused (a decision), stopped here after its superstep."""
         record = await self.store.pause_run(run_id, reason=reason,
                                             decision=_decision("pause", run_id, by, reason))
-        rc = self._exec.contexts.get(run_id)
+        rc = self.executor.contexts.get(run_id)
         if rc is not None:  # executing here: stop after the superstep in flight
             rc.stopping = True
-        return self._inspect.info(record)
+        return Inspector.info(record)
 
-    async def unpause(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
-        """Make a paused run claimable again (``queued``, or ``waiting`` if it still waits).
+    async def unpause(self, run_id: str, by: Principal | str | None) -> RunInfo:
+        """``Runtime.unpause``: the run made claimable again when it is paused."""
+        return Inspector.info(await unpause_run(self.store, run_id, by))
 
-        Recorded as a decision. A dead-lettered run (``on_failure="pause"``)
-        runs its failed task again from the head, nothing else. A run that is
-        not paused is returned unchanged; ``RunNotFoundError``.
-        """
-        return self._inspect.info(await unpause_run(self.store, run_id, by))
-
-    async def retry(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
-        """Queue a failed or dead-lettered run again; a ``Worker`` resumes it from its head.
-
-        A dead-lettered run (paused with an error) is unpaused, recorded as a
-        decision. Any other run is returned unchanged; ``RunNotFoundError``.
-        """
+    async def retry(self, run_id: str, by: Principal | str | None) -> RunInfo:
+        """``Runtime.retry``: a failed run queued again, a dead-lettered one unpaused."""
         record = await _require(self.store, run_id)
         if record.status is RunStatus.PAUSED and record.error is not None:
-            return await self.unpause(run_id, by=by)
-        return self._inspect.info(await self.store.retry_run(run_id))
+            return await self.unpause(run_id, by)
+        return Inspector.info(await self.store.retry_run(run_id))
 
-    async def list_runs(self, *, status: RunStatus | str | None = None,
-                        workflow_name: str | None = None, labels: Mapping[str, str] | None = None,
-                        since: datetime | None = None, until: datetime | None = None,
-                        limit: int | None = None) -> list[RunInfo]:
-        """Runs, newest first, filtered by status, workflow name, labels and creation time.
-
-        ``labels``: each key must have that value; ``since``/``until``:
-        created at or after / before; at most ``limit``.
-        """
-        return await self._inspect.runs(status, workflow_name, labels, since, until, limit)
-
-    async def select_runs(self, *, status: RunStatus | str | None = None,
-                          workflow_name: str | None = None,
-                          labels: Mapping[str, str] | None = None,
-                          since: datetime | None = None, until: datetime | None = None,
-                          error_type: str | None = None) -> list[str]:
-        """The ids of the runs matching every filter given, newest first (for bulk actions).
-
-        ``labels``: each key with that value; ``since``/``until``: created at
-        or after / before; ``error_type``: runs whose ``RunInfo.error.type``
-        is that name (a failed or dead-lettered run).
-        """
+    async def select(self, status: RunStatus | str | None, workflow_name: str | None,
+                     labels: Mapping[str, str] | None, since: datetime | None,
+                     until: datetime | None, error_type: str | None) -> list[str]:
+        """``Runtime.select_runs``: the ids of the runs matching every filter, newest first."""
         st = run_filters(status, workflow_name, since, until, None)
         found = await self.store.list_runs(status=st, workflow_name=workflow_name,
                                            labels=check_labels(labels) or None,
@@ -148,6 +114,15 @@ class RuntimeFleet:
         if error_type is not None:
             found = [r for r in found if r.error is not None and r.error.type == error_type]
         return [r.run_id for r in found]
+
+    async def prune(self, run_id: str | None, keep_last: int | None,
+                    older_than: timedelta | None) -> int:
+        """``Runtime.prune``: remove old checkpoints (never a head, pending requests, needed data)."""
+        from ._inputs import check_prune_args  # imports the engine, which listing runs never needs
+
+        check_prune_args(run_id, keep_last, older_than)
+        cutoff = utcnow() - older_than if older_than is not None else None
+        return await self.store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff)
 
 
 async def unpause_run(store: CheckpointStore, run_id: str,

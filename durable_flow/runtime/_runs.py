@@ -18,6 +18,7 @@ another executor took it first, ``queued`` is the answer.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
@@ -46,10 +47,11 @@ from ..model._budget import Budget
 from ..model._clock import utcnow
 from ..model._graph import Workflow
 from ..model._ids import new_run_id
-from ..model._records import Event, RunStatus
+from ..model._records import Event, RunResult, RunStatus
 from ..model._routing import Routed
 from ..store._approval_rows import Answerer
 from ..store._protocols import CheckpointStore, Claim, Lease, RunRecord
+from ._approvals import answerer
 from ._audit import check_backed
 from ._doors import check_answerer, fork_decision, started_by, update_decision
 from ._events import asleep
@@ -63,6 +65,7 @@ from ._inputs import (
     check_start_args,
     check_workflow,
     input_digest,
+    last_result,
     validated_input,
 )
 from ._responses import check_responses, only_repeats
@@ -255,6 +258,20 @@ class Runs:
                 workflow, lease, prepared, events=events, sent_at=sent, answered=list(answers)),
                 events):
             yield event
+
+    async def recover(self, workflow: Workflow) -> list[RunResult]:
+        """``Runtime.recover``: go on with the workflow's ``running`` runs whose lease expired."""
+        check_workflow(workflow)
+        results = []
+        now = utcnow()
+        for record in await self.store.list_runs(status=RunStatus.RUNNING,
+                                                 workflow_name=workflow.name):
+            if record.lease_expires_at is not None and record.lease_expires_at > now:
+                continue
+            with contextlib.suppress(RunLockedError, RunNotResumableError):
+                results.append(await last_result(self.go_on(
+                    workflow, record.run_id, None, False, events=False, who=answerer(None))))
+        return results
 
     async def _to_continue(self, workflow: Workflow, record: RunRecord,
                            migrating: bool) -> Prepared:

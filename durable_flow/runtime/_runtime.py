@@ -1,30 +1,25 @@
 """Runtime: the public entry point that starts, resumes, inspects and forks runs.
 
-What starts, continues, forks and updates runs is its ``Runs`` (``_runs.py``);
-every execution runs on its ``Executor``; the read side is its ``Inspector``.
+Every method hands its work to an object of the concern it belongs to, built
+with the runtime: ``Runs`` (``_runs.py``) starts, continues, forks and updates
+runs, each execution on its ``Executor``; the read side is its ``Inspector``;
+``Approvals`` answers and decides, ``Doors`` cancels, ``Schedules`` keeps the
+schedules and ``Fleet`` pauses, retries and selects runs.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
-import time
-from collections.abc import AsyncIterator, Mapping
-from datetime import timedelta
-from typing import Any, cast
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
-from ..errors import (
-    InvalidInputError,
-    RunLockedError,
-    RunNotFoundError,
-    RunNotResumableError,
-)
 from ..model._approvals import Principal
+from ..model._audit import AuditReport
 from ..model._blackboard import Blackboard
 from ..model._budget import Budget
-from ..model._clock import utcnow
+from ..model._decisions import Decision
 from ..model._graph import Workflow
 from ..model._ids import new_id
 from ..model._records import (
@@ -36,27 +31,17 @@ from ..model._records import (
     RunStatus,
     Snapshot,
 )
-from ..store._approval_rows import Answerer
-from ..store._protocols import CheckpointStore, RunRecord
-from ._approvals import RuntimeApprovals, answerer
-from ._doors import RuntimeDoors, check_answerer
+from ..model._schedules import CatchUp, ScheduleInfo
+from ..store._protocols import CheckpointStore
+from ._approvals import Approvals, answerer
+from ._doors import Doors
 from ._events import send_event
 from ._execution import Executor
-from ._fleet import RuntimeFleet
-from ._inputs import (
-    check_lease_ttl,
-    check_mapping,
-    check_prune_args,
-    check_store,
-    check_workflow,
-    last_result,
-    seconds,
-)
-from ._inspect import Inspector, settled, to_pending
-from ._responses import check_responses, only_repeats, parked_repeats
+from ._fleet import Fleet
+from ._inputs import check_lease_ttl, check_store, last_result, seconds
+from ._inspect import Inspector, settled
 from ._runs import Runs
-from ._schedules import RuntimeSchedules
-from ._signals import signals_for
+from ._schedules import Schedules
 from ._streams import StreamEntry, follow_stream, read_stream
 from ._upgrade import UpgradeProblem, check_upgrade
 from ._versions import GraphBook
@@ -64,11 +49,7 @@ from ._versions import GraphBook
 __all__ = ["Runtime"]
 
 
-#: How long ``respond`` waits for an execution that holds the run (seconds).
-RESPOND_LOCK_WAIT = 10.0
-
-
-class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
+class Runtime:
     """Runs workflows durably on a checkpoint store.
 
     Use as ``async with Runtime(store) as rt``. ``lease_ttl`` is how long a
@@ -83,9 +64,12 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
         self._exec = Executor(store, self.lease_ttl)
         self._inspect = Inspector(store)
-        self._graphs = GraphBook(store)
-        self._runs = Runs(store, self._exec, self._graphs, owner=self.owner,
+        self._runs = Runs(store, self._exec, GraphBook(store), owner=self.owner,
                           lease_ttl=self.lease_ttl)
+        self._approvals = Approvals(store)
+        self._doors = Doors(store, self._exec)
+        self._schedules = Schedules(store)
+        self._fleet = Fleet(store, self._exec)
 
     async def __aenter__(self) -> Runtime:
         await self.store.setup()
@@ -246,34 +230,8 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         ``Principal`` or id) answers; an assigned request refuses others
         (``NotAuthorizedError``). Each answer is a decision (:meth:`decisions`).
         """
-        who = answerer(by, via, comment)
-        check_mapping("responses", responses)
-        if not responses:
-            raise InvalidInputError("responses must answer at least one request")
-        record = await self._require(run_id)
-        await check_answerer(self.store, run_id, responses, who)
-        if record.status.is_final and await only_repeats(self.store, record, responses):
-            return self._inspect.info(record)
-        answers, repeated = await check_responses(self.store, record, responses)
-        if not answers and await parked_repeats(self.store, record, repeated):
-            return self._inspect.info(record)  # taken already by the running executor
-        updated = await self._respond_when_free(run_id, answers, who)
-        if updated.status is RunStatus.QUEUED:
-            signals_for(self.store).wake()
-        return self._inspect.info(updated)
-
-    async def _respond_when_free(self, run_id: str, answers: Mapping[str, bytes],
-                                 who: Answerer | None) -> RunRecord:
-        """``store.respond``, sent again while another execution holds the run for a moment."""
-        give_up, pause = time.monotonic() + RESPOND_LOCK_WAIT, 0.02
-        while True:
-            try:
-                return await self.store.respond(run_id, answers, who)
-            except RunLockedError:
-                if time.monotonic() + pause > give_up:
-                    raise
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.5)
+        return self._inspect.info(await self._approvals.respond(
+            run_id, responses, answerer(by, via, comment)))
 
     async def send_event(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send the event ``name`` to a run: for systems rather than people (a webhook, ...).
@@ -307,7 +265,7 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
 
     async def get_run(self, run_id: str) -> RunInfo:
         """One run's record (status, head, error, fork origin); ``RunNotFoundError`` if unknown."""
-        return self._inspect.info(await self._require(run_id))
+        return self._inspect.info(await self._inspect.record(run_id))
 
     async def history(self, run_id: str, *, namespace: str = "", limit: int | None = None,
                       before: str | None = None) -> list[CheckpointInfo]:
@@ -333,12 +291,7 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         A request past its deadline is left out, unless it escalates and the
         escalation is not recorded yet: its first people may still answer it.
         """
-        views = getattr(self.store, "pending_views", None)  # SQL stores: straight from the rows
-        if views is not None and (found := await views(workflow_name=workflow_name)) is not None:
-            return cast("list[PendingRequest]", found)
-        schemas: dict[bytes, Any] = {}  # otherwise (or a damaged row, to name it) the usual way
-        return [to_pending(r, schemas) for r in await self.store.pending_requests(
-            workflow_name=workflow_name)]
+        return await self._approvals.pending(workflow_name)
 
     async def recover(self, workflow: Workflow) -> list[RunResult]:
         """Resume this workflow's ``running`` runs whose lease has expired.
@@ -347,16 +300,7 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
         finished or cancelled since the listing is skipped: each claim checks
         the run as it is then.
         """
-        check_workflow(workflow)
-        results = []
-        now = utcnow()
-        for record in await self.store.list_runs(status=RunStatus.RUNNING,
-                                                 workflow_name=workflow.name):
-            if record.lease_expires_at is not None and record.lease_expires_at > now:
-                continue
-            with contextlib.suppress(RunLockedError, RunNotResumableError):
-                results.append(await self.resume(workflow, record.run_id))
-        return results
+        return await self._runs.recover(workflow)
 
     async def check_upgrade(self, workflow: Workflow) -> list[UpgradeProblem]:
         """Unfinished runs of ``workflow.name`` it could not continue, and why; writes nothing."""
@@ -365,13 +309,143 @@ class Runtime(RuntimeApprovals, RuntimeDoors, RuntimeSchedules, RuntimeFleet):
     async def prune(self, run_id: str | None = None, *, keep_last: int | None = None,
                     older_than: timedelta | None = None) -> int:
         """Remove old checkpoints; never a head, pending requests or needed data."""
-        check_prune_args(run_id, keep_last, older_than)
-        cutoff = utcnow() - older_than if older_than is not None else None
-        return await self.store.prune(run_id=run_id, keep_last=keep_last, older_than=cutoff)
+        return await self._fleet.prune(run_id, keep_last, older_than)
 
-    # helpers ----------------------------------------------------------------------
-    async def _require(self, run_id: str) -> RunRecord:
-        record = await self.store.get_run(run_id)
-        if record is None:
-            raise RunNotFoundError(run_id)
-        return record
+    # acts on a whole run, decisions --------------------------------------------
+    async def cancel(self, run_id: str, *, by: Principal | str | None = None,
+                     via: str = "api", comment: str | None = None) -> RunInfo:
+        """Cancel a run; its last checkpoint stays as it was (a ``"cancel"`` decision ``by``).
+
+        A waiting (or crashed) run is cancelled at once. A run executing in
+        this runtime has its tasks cancelled. A run executing in another
+        process is fenced: its lease epoch moves on, so that process's next
+        write fails and it stops with ``run_cancelled``. The decision is
+        written in the cancelling transaction.
+        """
+        return await self._doors.cancel(run_id, by, via, comment)
+
+    async def decisions(self, run_id: str) -> list[Decision]:
+        """Every decision on the run's requests, oldest first (``RunNotFoundError``)."""
+        return await self._approvals.decisions(run_id)
+
+    async def verify_audit(self, run_id: str, *, secret: str | None = None) -> AuditReport:
+        """Check the run's audit trail: the chain, its anchor in the run row, its answers.
+
+        Digests are checked under ``secret`` (default ``DURABLE_FLOW_SECRET``).
+        The report says whether the chain is keyed (an HMAC under the secret;
+        unkeyed, plain sha256, proves only that nothing changed by accident)
+        and names every problem: a record edited or re-chained, a decision
+        missing (the newest ones, or all, deleted), an answer stored on a
+        request that is not its decision's. ``RunNotFoundError`` for an
+        unknown run.
+        """
+        return await self._approvals.verify_audit(run_id, secret)
+
+    async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
+                       roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
+        """Give an open request to other people (an admin's act), recorded as a ``reassign``.
+
+        Only they may answer it now; a notification is written with it.
+        ``UnknownRequestError`` unless the request is open.
+        """
+        return await self._approvals.reassign(run_id, request_id, assignees, roles, by)
+
+    async def approval_link(self, run_id: str, request_id: str, *, for_: Principal | str,
+                            expires_in: timedelta = timedelta(days=2), base_url: str,
+                            secret: str | None = None) -> str:
+        """A signed, expiring link with which ``for_`` answers one open request, once.
+
+        Signed with ``secret`` (default ``DURABLE_FLOW_SECRET``).
+        ``UnknownRequestError`` unless the request is open; ``NotAuthorizedError``
+        when ``for_`` may not answer it (its roles are the ``Principal``'s, or
+        those of the user of that name).
+        """
+        return await self._approvals.link(run_id, request_id, for_, expires_in, base_url, secret)
+
+    # the fleet and the schedules -----------------------------------------------
+    async def pause(self, run_id: str, *, reason: str | None = None,
+                    by: Principal | str | None = None) -> RunInfo:
+        """Pause a run: it is not claimed again until :meth:`unpause`; recorded as a decision.
+
+        A run executing on any worker finishes its current superstep, commits
+        and stops within one lease renewal (no new superstep starts); answers,
+        events and timers keep being recorded while it is paused. Pausing a
+        paused run changes nothing. ``InvalidInputError`` for a completed,
+        failed or cancelled run; ``RunNotFoundError``.
+        """
+        return await self._fleet.pause(run_id, reason, by)
+
+    async def unpause(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
+        """Make a paused run claimable again (``queued``, or ``waiting`` if it still waits).
+
+        Recorded as a decision. A dead-lettered run (``on_failure="pause"``)
+        runs its failed task again from the head, nothing else. A run that is
+        not paused is returned unchanged; ``RunNotFoundError``.
+        """
+        return await self._fleet.unpause(run_id, by)
+
+    async def retry(self, run_id: str, *, by: Principal | str | None = None) -> RunInfo:
+        """Queue a failed or dead-lettered run again; a ``Worker`` resumes it from its head.
+
+        A dead-lettered run (paused with an error) is unpaused, recorded as a
+        decision. Any other run is returned unchanged; ``RunNotFoundError``.
+        """
+        return await self._fleet.retry(run_id, by)
+
+    async def list_runs(self, *, status: RunStatus | str | None = None,
+                        workflow_name: str | None = None, labels: Mapping[str, str] | None = None,
+                        since: datetime | None = None, until: datetime | None = None,
+                        limit: int | None = None) -> list[RunInfo]:
+        """Runs, newest first, filtered by status, workflow name, labels and creation time.
+
+        ``labels``: each key must have that value; ``since``/``until``:
+        created at or after / before; at most ``limit``.
+        """
+        return await self._inspect.runs(status, workflow_name, labels, since, until, limit)
+
+    async def select_runs(self, *, status: RunStatus | str | None = None,
+                          workflow_name: str | None = None,
+                          labels: Mapping[str, str] | None = None,
+                          since: datetime | None = None, until: datetime | None = None,
+                          error_type: str | None = None) -> list[str]:
+        """The ids of the runs matching every filter given, newest first (for bulk actions).
+
+        ``labels``: each key with that value; ``since``/``until``: created at
+        or after / before; ``error_type``: runs whose ``RunInfo.error.type``
+        is that name (a failed or dead-lettered run).
+        """
+        return await self._fleet.select(status, workflow_name, labels, since, until, error_type)
+
+    async def schedule(self, workflow: Workflow, *, cron: str,
+                       input: Mapping[str, Any] | Blackboard | None = None, schedule_id: str,
+                       timezone: str = "UTC", catch_up: CatchUp = "one",
+                       labels: Mapping[str, str] | None = None) -> ScheduleInfo:
+        """Create (or replace) a schedule: workers start a run of ``workflow`` at every tick.
+
+        ``cron`` is a cron expression (five fields, or six with seconds last) read
+        in ``timezone`` (an IANA name). Each due tick starts exactly one run,
+        ``{schedule_id}@{tick, ISO 8601 UTC}``, on a worker that has this
+        workflow version. Ticks missed while no worker ran follow
+        ``catch_up``: ``"one"`` starts the latest, ``"all"`` each, ``"skip"``
+        none (a tick under a minute late still starts). Replacing a schedule
+        starts counting its ticks from now. ``InvalidInputError`` for a bad
+        cron, time zone, ``catch_up`` or input.
+        """
+        return await self._schedules.put(workflow, cron, input, schedule_id, timezone,
+                                         catch_up, labels)
+
+    async def unschedule(self, schedule_id: str) -> bool:
+        """Remove a schedule; runs it started stay. False if there was none."""
+        return await self._schedules.remove(schedule_id)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by id."""
+        return await self._schedules.all()
+
+    async def pause_schedule(self, schedule_id: str, *, paused: bool = True) -> ScheduleInfo:
+        """Stop (or, with ``paused=False``, restart) a schedule's ticks.
+
+        A schedule resumed counts its ticks from now: ticks that fell while
+        it was paused are not started. ``InvalidInputError`` if there is none.
+        """
+        return await self._schedules.pause(schedule_id, paused)

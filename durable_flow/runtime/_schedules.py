@@ -1,4 +1,4 @@
-"""Schedules: ``Runtime.schedule``/``unschedule``/``schedules`` and the workers' ticker.
+"""Schedules: what ``Runtime.schedule``/``unschedule``/``schedules`` do, and the workers' ticker.
 
 A schedule is a row in the store (its cron, time zone, input and next tick);
 it runs nowhere by itself. Every worker that has the schedule's workflow
@@ -32,7 +32,7 @@ from ..model._schedules import (
     next_tick_after,
     tick_run_id,
 )
-from ..store._flow_protocols import Schedules
+from ..store._flow_protocols import Schedules as ScheduleStore
 from ..store._protocols import CheckpointStore
 from ._inputs import check_workflow, validated_input
 from ._signals import signals_for
@@ -40,16 +40,9 @@ from ._signals import signals_for
 if TYPE_CHECKING:
     from ._runs import Runs
 
-__all__ = ["RuntimeSchedules", "ScheduleTicker", "schedules_of"]
+__all__ = ["ScheduleTicker", "Schedules"]
 
 _log = get_logger()
-
-
-def schedules_of(store: CheckpointStore) -> Schedules:
-    """The store as a :class:`Schedules`; ``InvalidInputError`` if it keeps none."""
-    if not isinstance(store, Schedules):
-        raise InvalidInputError(f"{type(store).__name__} does not keep schedules")
-    return store
 
 
 def _json_input(workflow: Workflow, input: Mapping[str, Any] | Blackboard | None
@@ -66,26 +59,24 @@ def _json_input(workflow: Workflow, input: Mapping[str, Any] | Blackboard | None
         raise InvalidInputError(f"a schedule's input must be JSON values: {exc}") from None
 
 
-class RuntimeSchedules:
-    """``Runtime``'s schedule methods."""
+class Schedules:
+    """A store's schedules: created, replaced, paused and removed (``Runtime.schedule``...)."""
 
-    store: CheckpointStore
+    def __init__(self, store: CheckpointStore) -> None:
+        self._store = store
 
-    async def schedule(self, workflow: Workflow, *, cron: str,
-                       input: Mapping[str, Any] | Blackboard | None = None, schedule_id: str,
-                       timezone: str = "UTC", catch_up: CatchUp = "one",
-                       labels: Mapping[str, str] | None = None) -> ScheduleInfo:
-        """Create (or replace) a schedule: workers start a run of ``workflow`` at every tick.
+    @property
+    def store(self) -> ScheduleStore:
+        """The store as a schedule store; ``InvalidInputError`` if it keeps none."""
+        if not isinstance(self._store, ScheduleStore):
+            raise InvalidInputError(f"{type(self._store).__name__} does not keep schedules")
+        return self._store
 
-        ``cron`` is a cron expression (five fields, or six with seconds last) read
-        in ``timezone`` (an IANA name). Each due tick starts exactly one run,
-        ``{schedule_id}@{tick, ISO 8601 UTC}``, on a worker that has this
-        workflow version. Ticks missed while no worker ran follow
-        ``catch_up``: ``"one"`` starts the latest, ``"all"`` each, ``"skip"``
-        none (a tick under a minute late still starts). Replacing a schedule
-        starts counting its ticks from now. ``InvalidInputError`` for a bad
-        cron, time zone, ``catch_up`` or input.
-        """
+    async def put(self, workflow: Workflow, cron: str,
+                  input: Mapping[str, Any] | Blackboard | None, schedule_id: str,
+                  timezone: str, catch_up: CatchUp,
+                  labels: Mapping[str, str] | None) -> ScheduleInfo:
+        """``Runtime.schedule``: the schedule checked and saved, its first tick from now."""
         check_workflow(workflow)
         check_schedule(schedule_id, cron, timezone,
                        catch_up, None if labels is None else dict(labels))
@@ -95,34 +86,30 @@ class RuntimeSchedules:
             workflow_version=workflow.version, cron=cron, timezone=timezone, catch_up=catch_up,
             input=values, labels=dict(labels or {}),
             next_tick=next_tick_after(cron, timezone, utcnow()))
-        saved = await schedules_of(self.store).put_schedule(info)
-        signals_for(self.store).wake()  # this process's workers look at it at once
+        saved = await self.store.put_schedule(info)
+        signals_for(self._store).wake()  # this process's workers look at it at once
         _log.info("schedule_saved", schedule_id=schedule_id, cron=cron, timezone=timezone,
                   next_tick=None if saved.next_tick is None else saved.next_tick.isoformat())
         return saved
 
-    async def unschedule(self, schedule_id: str) -> bool:
-        """Remove a schedule; runs it started stay. False if there was none."""
-        return await schedules_of(self.store).remove_schedule(schedule_id)
+    async def remove(self, schedule_id: str) -> bool:
+        """Remove a schedule; False if there was none."""
+        return await self.store.remove_schedule(schedule_id)
 
-    async def schedules(self) -> list[ScheduleInfo]:
+    async def all(self) -> list[ScheduleInfo]:
         """Every schedule, by id."""
-        return await schedules_of(self.store).list_schedules()
+        return await self.store.list_schedules()
 
-    async def pause_schedule(self, schedule_id: str, *, paused: bool = True) -> ScheduleInfo:
-        """Stop (or, with ``paused=False``, restart) a schedule's ticks.
-
-        A schedule resumed counts its ticks from now: ticks that fell while
-        it was paused are not started. ``InvalidInputError`` if there is none.
-        """
-        store = schedules_of(self.store)
+    async def pause(self, schedule_id: str, paused: bool) -> ScheduleInfo:
+        """Stop or restart a schedule's ticks (restarted: counted from now)."""
+        store = self.store
         info = await store.get_schedule(schedule_id)
         if info is None:
             raise InvalidInputError(f"no schedule {schedule_id!r}")
         next_tick = info.next_tick if paused and info.next_tick is not None \
             else next_tick_after(info.cron, info.timezone, utcnow())
         await store.set_schedule_paused(schedule_id, paused, next_tick)
-        signals_for(self.store).wake()
+        signals_for(self._store).wake()
         after = await store.get_schedule(schedule_id)
         if after is None:  # removed meanwhile
             raise InvalidInputError(f"no schedule {schedule_id!r}")
@@ -136,7 +123,7 @@ class ScheduleTicker:
                  poll_interval: float = 1.0) -> None:
         self._runs = runs
         self._workflows = {(wf.name, wf.version): wf for wf in workflows}
-        self._store = runs.store if isinstance(runs.store, Schedules) else None
+        self._store = runs.store if isinstance(runs.store, ScheduleStore) else None
         self._poll = poll_interval
         # the earliest next tick seen, and until when that is trusted without looking
         self._earliest: datetime | None = None
@@ -172,7 +159,7 @@ class ScheduleTicker:
                 started += await self._fire(self._store, workflow, info)
         return started
 
-    async def _fire(self, store: Schedules, workflow: Workflow, info: ScheduleInfo) -> list[str]:
+    async def _fire(self, store: ScheduleStore, workflow: Workflow, info: ScheduleInfo) -> list[str]:
         seen = cast(datetime, info.next_tick)
         ticks, next_tick = due_ticks(info.cron, info.timezone, info.catch_up, seen, utcnow())
         started = []

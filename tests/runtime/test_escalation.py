@@ -228,7 +228,7 @@ async def test_an_answer_waits_for_an_execution_that_holds_the_run_for_a_moment(
 ) -> None:
     """A worker holding a waiting run (escalating it, waking it at a deadline) delays an answer."""
     from durable_flow import RunLockedError
-    from durable_flow.runtime import _runtime
+    from durable_flow.runtime import _approvals
     from durable_flow.store._protocols import Claim
 
     wf = flow(assignees=["alice"])
@@ -249,7 +249,7 @@ async def test_an_answer_waits_for_an_execution_that_holds_the_run_for_a_moment(
     # a holder that keeps the run past the wait: RunLockedError, nothing recorded
     again = await rt.run(wf, {})
     held = await rt.store.claim(Claim(again.run_id, "worker:elsewhere:1:y", 30))
-    monkeypatch.setattr(_runtime, "RESPOND_LOCK_WAIT", 0.3)
+    monkeypatch.setattr(_approvals, "RESPOND_LOCK_WAIT", 0.3)
     with pytest.raises(RunLockedError):
         await rt.respond(again.run_id, {again.pending_requests[0].id: True}, by="alice")
     await rt.store.release_lease(held)
