@@ -10,6 +10,7 @@ test; unreachable, the PostgreSQL cases fail, they are never skipped).
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import shutil
 import tempfile
@@ -129,3 +130,50 @@ def store(store_factory: Callable[[], Any]) -> Any:
 async def rt(store: Any) -> AsyncIterator[Runtime]:
     async with Runtime(store) as runtime:
         yield runtime
+
+
+# -- spreading the slow tests over the test workers --------------------------------------------
+
+#: The markers of tests that take seconds (child processes), heaviest kinds first.
+_HEAVY = ("fleet", "crash", "browser", "process")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``-n N --dist worksteal``: each worker's share starts with its part of the slow tests.
+
+    worksteal hands worker ``i`` of ``N`` the ``i``-th of ``N`` consecutive
+    slices of this list (sizes as it computes them) and later steals queued
+    tests from the busiest one. In file order the process tests (fleets, crash
+    matrices, browsers) bunch up in the last slices, so one worker ran them in
+    a row while the others sat idle at the end. Here they are dealt out in
+    turn, heaviest kinds first, at the head of every slice; the quick tests
+    fill the rest in their order. Every worker sorts its collection the same
+    way, as xdist requires.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:  # (a worker's own config does not say how tests are distributed)
+        return
+
+    def weight(item: pytest.Item) -> int:
+        for rank, marker in enumerate(_HEAVY):
+            if item.get_closest_marker(marker) is not None:
+                return rank
+        return len(_HEAVY)
+
+    heavy = sorted((i for i in items if weight(i) < len(_HEAVY)), key=weight)  # stable
+    light = [i for i in items if weight(i) == len(_HEAVY)]
+    # a browser test module's tests stay together: they share one Chromium (module fixture)
+    groups: dict[tuple[str, ...], list[pytest.Item]] = {}
+    for item in heavy:
+        together = item.get_closest_marker("browser") is not None
+        groups.setdefault((item.path.name,) if together else (item.nodeid,), []).append(item)
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for group in groups.values():  # each to the share with the fewest slow tests so far
+        min(shares, key=len).extend(group)
+    left, rest = len(items), iter(light)
+    for n, share in enumerate(shares):
+        size = left // (workers - n)  # what worksteal sends worker n first
+        left -= size
+        share.extend(itertools.islice(rest, max(0, size - len(share))))
+    shares[-1].extend(rest)
+    items[:] = [item for share in shares for item in share]

@@ -19,7 +19,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -103,14 +103,20 @@ def test_a_postgresql_restart_mid_run_strands_nothing_and_runs_no_step_twice(
 # -- a dead worker's runs, recovered by two at once -------------------------------------------
 
 
-def _hold_and_kill(f: Fleet, make_store: StoreFactory, count: int) -> int:
-    """A worker claims ``count`` runs, starts both steps of each, and is SIGKILLed; its pid."""
+def _hold_and_kill(f: Fleet, make_store: StoreFactory, count: int,
+                   before_kill: Callable[[], None] | None = None) -> int:
+    """A worker claims ``count`` runs, starts both steps of each, and is SIGKILLed; its pid.
+
+    ``before_kill`` runs once every step started (it may start the recoverers).
+    """
     f.start("doomed", concurrency=count, lease_ttl=1.0, step_delay=600)
     # every step started (on a loaded machine its short leases may run out first and it
     # starts some again: those executions die with it, like the others)
     wait_for(lambda: len(f.executions()) == 2 * count, 90,
              "the doomed worker to start every step")
     assert statuses(make_store) == {RunStatus.RUNNING: count}
+    if before_kill is not None:
+        before_kill()
     return f.kill("doomed")
 
 
@@ -133,10 +139,13 @@ def test_two_workers_recovering_a_dead_workers_runs_at_once_take_each_run_once(
     make_store = _stores(pg_db)
     ids = submit(make_store, 16)
     with fleet(pg_db, tmp_path) as f:
-        dead = _hold_and_kill(f, make_store, len(ids))
+        def recoverers() -> None:  # both serving before the leases they wait for expire
+            f.start("r1", poll_interval=0.05, step_delay=0.5)
+            f.start("r2", poll_interval=0.05, step_delay=0.5)
+            f.wait_serving("r1", "r2", timeout=60)
+
+        dead = _hold_and_kill(f, make_store, len(ids), recoverers)
         # both wait for the same expired leases, each able to take only half of them at once
-        f.start("r1", poll_interval=0.05, step_delay=0.5)
-        f.start("r2", poll_interval=0.05, step_delay=0.5)
         wait_completed(make_store, len(ids), 60)
     check_runs(make_store, ids)
     by_run = _one_recoverer_per_run(f, ids, dead)
