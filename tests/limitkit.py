@@ -61,8 +61,10 @@ b = WorkflowBuilder("limited", state=Call)
 @b.node(uses=("api",))
 async def call(state: Call, ctx: Any) -> dict[str, Any]:
     note(ctx.run_id, "start")
-    await asyncio.sleep(float(os.environ.get("LIMIT_CALL_SECONDS", "0.1")))
-    note(ctx.run_id, "end")
+    try:
+        await asyncio.sleep(float(os.environ.get("LIMIT_CALL_SECONDS", "0.1")))
+    finally:  # a call cancelled (its run's lease lost) ends here too, before its grant returns
+        note(ctx.run_id, "end")
     return {"n": state.n + 1}
 
 

@@ -58,7 +58,7 @@ def run_concurrency(make_store: StoreFactory, db: str, tmp_path: Path) -> None:
     runs = 30
     asyncio.run(_submit(make_store, runs))
     with fleet(db, tmp_path) as f:
-        start(f, "w1", "api=concurrency:2", lease_ttl=2.0)
+        start(f, "w1", "api=concurrency:2", lease_ttl=4.0)
         start(f, "w2", "api=concurrency:2")
         start(f, "w3", "api=concurrency:2")
         wait_for(lambda: len(limitkit.spans(f.journal)) >= 6, 120, "the first calls")
