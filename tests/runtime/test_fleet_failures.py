@@ -109,7 +109,7 @@ def _hold_and_kill(f: Fleet, make_store: StoreFactory, count: int,
 
     ``before_kill`` runs once every step started (it may start the recoverers).
     """
-    f.start("doomed", concurrency=count, lease_ttl=1.0, step_delay=600)
+    f.start("doomed", concurrency=count, lease_ttl=3.0, step_delay=600)
     # every step started (on a loaded machine its short leases may run out first and it
     # starts some again: those executions die with it, like the others)
     wait_for(lambda: len(f.executions()) == 2 * count, 90,
@@ -157,7 +157,7 @@ def test_two_recover_commands_at_once_execute_each_run_once(pg_db: str, tmp_path
     ids = submit(make_store, 16)
     with fleet(pg_db, tmp_path) as f:
         dead = _hold_and_kill(f, make_store, len(ids))
-        time.sleep(1.2)  # its leases expired
+        time.sleep(3.5)  # its leases (3 s) expired
         first = f.spawn("recover1", ["recover", "fleetkit:workflow", "--json"])
         second = f.spawn("recover2", ["recover", "fleetkit:workflow", "--json"])
         assert (first.wait(60), second.wait(60)) == (0, 0), (f.log("recover1"), f.log("recover2"))
