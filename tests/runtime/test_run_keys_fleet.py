@@ -21,6 +21,7 @@ sys.path.insert(0, str(TESTS))
 
 import keykit  # noqa: E402
 from fleetprocs import Fleet, StoreFactory, fleet, wait_for  # noqa: E402
+from limitkit import peak  # noqa: E402
 from pgdb import fresh_database  # noqa: E402
 
 from durable_flow import RunStatus, Runtime, SqliteStore  # noqa: E402
@@ -55,16 +56,6 @@ async def _completed(make_store: StoreFactory) -> int:
         return sum(r.status is RunStatus.COMPLETED for r in await rt.list_runs())
 
 
-def overlaps(spans: list[tuple[float, float]]) -> int:
-    """The most calls running at one moment."""
-    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
-    now = top = 0
-    for _, step in edges:
-        now += step
-        top = max(top, now)
-    return top
-
-
 def start(f: Fleet, name: str) -> None:
     f.spawn(name, ["worker", "keykit:workflow", "--concurrency", "2", "--lease-ttl", "10",
                    "--poll-interval", "0.2", "--grace-period", "5", "--name", name],
@@ -88,12 +79,12 @@ def run_keys(make_store: StoreFactory, db: str, tmp_path: Path) -> None:
     assert sorted(calls) == sorted(r for ids in RUNS.values() for r in ids)
     for key in ("acme", "bolt"):
         spans = [calls[run_id] for run_id in RUNS[key]]
-        assert overlaps(spans) == 1, (key, spans)  # never two of one key at once
+        assert peak(spans) == 1, (key, spans)  # never two of one key at once
         starts = [s for s, _ in spans]
         assert starts == sorted(starts), (key, spans)  # in submission order
     # the other keys went on beside a key's runs: acme's five calls in a row were
     # never alone
-    assert overlaps(list(calls.values())) >= 3, sorted(calls.values())
+    assert peak(list(calls.values())) >= 3, sorted(calls.values())
     pids = {line.split()[1] for line in f.journal.read_text().splitlines()}
     assert len(pids) == 2  # both workers ran calls
 
