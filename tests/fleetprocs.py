@@ -13,14 +13,15 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import fleetkit
+import forkrun
 import pytest
+from clikit import CONSOLE_SCRIPT
 
 from durable_flow import RunStatus, Runtime
 from durable_flow.store._protocols import CheckpointStore
@@ -28,6 +29,7 @@ from durable_flow.store._protocols import CheckpointStore
 TESTS = Path(__file__).resolve().parent
 
 StoreFactory = Callable[[], CheckpointStore]
+Proc = forkrun.Child
 
 
 class Fleet:
@@ -37,7 +39,7 @@ class Fleet:
         self.db = db
         self.journal = journal
         self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, Proc] = {}
         journal.touch()
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -47,7 +49,7 @@ class Fleet:
 
     def start(self, name: str, *, lease_ttl: float = 10.0, poll_interval: float = 0.2,
               grace_period: float = 5.0, concurrency: int = 8,
-              step_delay: float | None = None) -> subprocess.Popen[bytes]:
+              step_delay: float | None = None) -> Proc:
         """Start ``durable-flow worker fleetkit:workflow`` named ``name``.
 
         The lease outlives any stall a loaded machine causes (the tests run in
@@ -60,12 +62,14 @@ class Fleet:
             "--lease-ttl", str(lease_ttl), "--poll-interval", str(poll_interval),
             "--grace-period", str(grace_period), "--name", name], **extra)
 
-    def spawn(self, name: str, args: Sequence[str], **extra: str) -> subprocess.Popen[bytes]:
-        """Start ``durable-flow --db DB ARGS...`` as process ``name``."""
-        out = (self.log_dir / f"{name}.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-m", "durable_flow", "--db", self.db, *args],
-                                cwd=TESTS, env=self.env(**extra), stdout=out,
-                                stderr=subprocess.STDOUT)
+    def spawn(self, name: str, args: Sequence[str], **extra: str) -> Proc:
+        """Start ``durable-flow --db DB ARGS...`` as process ``name``.
+
+        The console script is forked from the test process's warm server
+        (``forkrun.start``): a process of its own, killed and reaped as any.
+        """
+        proc = forkrun.start([CONSOLE_SCRIPT, "--db", self.db, *args], env=self.env(**extra),
+                             log=self.log_dir / f"{name}.log", cwd=TESTS, console=True)
         self.procs[name] = proc
         return proc
 

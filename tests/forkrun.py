@@ -5,7 +5,9 @@ text=True, timeout=...)`` with the same result, but the child is forked from one
 :class:`~durable_flow.testing._forks.ForkServer` per test process that imported
 durable_flow once, so a child costs its run rather than an interpreter's start.
 Where the server cannot run (not Linux) it is ``subprocess.run`` itself. The CLI
-tests run the console script ``durable-flow`` the same way (``console=True``).
+tests run the console script ``durable-flow`` the same way (``console=True``);
+:func:`start` is ``subprocess.Popen`` likewise, for processes that go on running
+(the fleet's workers, ``durable-flow ui`` servers).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from pathlib import Path
 
 import childguard
 
-from durable_flow.testing._forks import ForkServer, fork_server
+from durable_flow.testing._forks import ForkedChild, ForkServer, fork_server
 
 _servers: dict[str, ForkServer | None] = {}
+#: a process :func:`start` started: forked from the warm server, or a Popen where none runs
+Child = ForkedChild | subprocess.Popen[bytes]
 
 
 def _get(kind: str = "kit") -> ForkServer | None:
@@ -43,6 +47,27 @@ def _get(kind: str = "kit") -> ForkServer | None:
         if server is not None:
             atexit.register(server.close)
     return _servers[kind]
+
+
+def start(argv: Sequence[str | Path], *, env: Mapping[str, str], log: Path,
+          cwd: Path | None = None, console: bool = False) -> Child:
+    """Start the Python file ``argv[0]`` with ``argv[1:]``, stdout and stderr into ``log``.
+
+    ``subprocess.Popen(..., stdout=log, stderr=STDOUT)`` with the same handle
+    (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``, ``kill``),
+    forked from the warm server (``console``: a console script, with the
+    interpreter's own ``sys.path``). It runs until it ends or is stopped.
+    """
+    args = [str(a) for a in argv]
+    childguard.starting("a forked child (forkrun.start)")
+    server = _get("plain" if console else "kit")
+    log.touch()
+    if server is None:
+        with log.open("wb") as out:
+            return subprocess.Popen(args if console else [sys.executable, *args], cwd=cwd,
+                                    env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+    return server.start_script(args, env=env, stdout=log, stderr=log, cwd=cwd)
 
 
 def run(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,

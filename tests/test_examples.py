@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import forkrun
 import pytest
+from clikit import script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -39,8 +40,7 @@ async def test_approval_rejects_then_publishes_once(tmp_path: Path) -> None:
 
 @pytest.mark.process
 def test_approval_runs_as_a_script(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "approval.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "approval.py"], cwd=tmp_path, timeout=120, plain=True)
     assert proc.returncode == 0, proc.stderr
     assert "published: https://blog.example/tides" in proc.stdout
     assert (tmp_path / "approval_blog.txt").read_text().count("shorter") == 1
@@ -64,8 +64,7 @@ async def test_retries_then_resume_reruns_only_the_failed_task(tmp_path: Path) -
 
 @pytest.mark.crash
 def test_crash_resume_repeats_nothing(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "crash_resume.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "crash_resume.py"], cwd=tmp_path, timeout=120, plain=True)
     assert proc.returncode == 0, proc.stderr
     assert "child exit code: -9" in proc.stdout
     assert "seen = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]" in proc.stdout
@@ -74,8 +73,8 @@ def test_crash_resume_repeats_nothing(tmp_path: Path) -> None:
 @pytest.mark.crash
 def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
     env = {**os.environ, "DEMO_DB": str(tmp_path / "demo.db"), "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "showcase.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=180, env=env)
+    proc = forkrun.run([EXAMPLES / "showcase.py"], cwd=tmp_path, timeout=180, env=env,
+                       plain=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "SIGKILL" in out and "completed" in out
@@ -88,15 +87,13 @@ def test_showcase_demo_kills_resumes_and_finishes(tmp_path: Path) -> None:
                  if "durable-flow --db" in line]
     assert len(suggested) >= 4 and "inbox" not in suggested
     for cmd in suggested:
-        shown = subprocess.run([sys.executable, "-m", "durable_flow", "--db",
-                                str(tmp_path / "demo.db"), *cmd.split()], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=60)
+        shown = script(tmp_path, "--db", str(tmp_path / "demo.db"), *cmd.split())
         assert shown.returncode == 0 and shown.stdout.strip(), (cmd, shown.stderr)
 
 
 def _map_review(tmp_path: Path, *args: str) -> str:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "map_review.py"), *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = forkrun.run([EXAMPLES / "map_review.py", *args], cwd=tmp_path, timeout=300,
+                       plain=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "exited with -9" in proc.stdout  # the SIGKILL happened
     assert "still waiting: review[11]@2/approve@2#0, review[15]@2/approve@2#0, " \

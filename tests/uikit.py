@@ -13,12 +13,14 @@ import contextlib
 import os
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import forkrun
+from clikit import CONSOLE_SCRIPT
 from pydantic import BaseModel, Field
 
 from durable_flow import END, Blackboard, Message, WorkflowBuilder, append
@@ -200,29 +202,33 @@ def free_port() -> int:
 @contextlib.contextmanager
 def ui_server(db: Path, *args: str, port: int | None = None,
               env: dict[str, str] | None = None) -> Iterator[str]:
-    """``durable-flow --db DB ui ARGS`` in a subprocess; yields its base URL."""
+    """``durable-flow --db DB ui ARGS`` in a process of its own; yields its base URL.
+
+    The console script is forked from the test process's warm server
+    (``forkrun.start``), so a server costs its start-up, not an interpreter's.
+    """
     port = port or free_port()
-    cmd = [sys.executable, "-m", "durable_flow", "--db", str(db), "ui", *args, "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=HERE, env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        _wait_listening(proc, port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryDirectory(prefix="ui-server-") as folder:
+        log = Path(folder, "ui.log")
+        proc = forkrun.start([CONSOLE_SCRIPT, "--db", str(db), "ui", *args, "--port", str(port)],
+                             env={**os.environ, **(env or {})}, log=log, cwd=HERE, console=True)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            _wait_listening(proc, port, log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
-def _wait_listening(proc: subprocess.Popen[str], port: int) -> None:
+def _wait_listening(proc: forkrun.Child, port: int, log: Path) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            raise RuntimeError(f"ui server exited {proc.returncode}: {out}")
+            raise RuntimeError(f"ui server exited {proc.returncode}: {log.read_text()}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.05)

@@ -38,7 +38,7 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["ForkServer", "fork_server"]
+__all__ = ["ForkServer", "ForkedChild", "fork_server"]
 
 _SERVER = "durable_flow.testing._forks"
 # what every child imports: the child's own module (the runtime with it) and both stores
@@ -52,7 +52,54 @@ class _Pending:
     def __init__(self) -> None:
         self.pid: int | None = None
         self.exit: int | None = None
+        self.forked = threading.Event()
         self.done = threading.Event()
+
+
+class ForkedChild:
+    """A child started by :meth:`ForkServer.start_script`, handled as a ``subprocess.Popen``.
+
+    ``pid``, ``returncode``, :meth:`poll`, :meth:`wait`, :meth:`send_signal`,
+    :meth:`terminate` and :meth:`kill` behave as ``Popen``'s do (the exit code
+    is negative for a signal); the child is the server's, so the server reaps it.
+    """
+
+    def __init__(self, args: Sequence[str], pending: _Pending) -> None:
+        assert pending.pid is not None
+        self.args = list(args)
+        self.pid: int = pending.pid
+        self._pending = pending
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once the child ended, else None."""
+        return self._pending.exit if self._pending.done.is_set() else None
+
+    def poll(self) -> int | None:
+        """The exit code if the child ended, else None."""
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to end; its exit code (``subprocess.TimeoutExpired`` after ``timeout``)."""
+        if not self._pending.done.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        if self._pending.exit is None:  # the server went away before it reported the exit
+            raise ChildProcessError(f"the fork server ended before child {self.pid} did")
+        return self._pending.exit
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the child, unless it already ended."""
+        if not self._pending.done.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        """SIGTERM the child."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL the child."""
+        self.send_signal(signal.SIGKILL)
 
 
 class ForkServer:
@@ -86,11 +133,7 @@ class ForkServer:
         return self._ask({"spec": str(spec_file), "stderr": str(stderr_file)}, timeout)
 
     def _ask(self, request: dict[str, Any], timeout: float) -> int | None:
-        with self._lock:
-            self._next += 1
-            key, pending = self._next, _Pending()
-            self._pending[key] = pending
-        self._send({"id": key, **request})
+        pending = self._request(request)
         if pending.done.wait(timeout):
             return pending.exit
         if pending.pid is not None:
@@ -98,6 +141,39 @@ class ForkServer:
                 os.kill(pending.pid, signal.SIGKILL)
         pending.done.wait(5.0)
         return None
+
+    def _request(self, request: dict[str, Any]) -> _Pending:
+        with self._lock:
+            self._next += 1
+            key, pending = self._next, _Pending()
+            self._pending[key] = pending
+        self._send({"id": key, **request})
+        return pending
+
+    def start_script(self, argv: Sequence[str], *, env: Mapping[str, str], stdout: Path,
+                     stderr: Path, cwd: Path | None = None) -> ForkedChild:
+        """Fork a child that runs ``argv[0]`` as :meth:`run_script` does; it, once forked.
+
+        It goes on running; the :class:`ForkedChild` waits for it, signals
+        it, polls it. ``stderr`` may name the ``stdout`` file: both go to one.
+        """
+        request = self._script_request(argv, env, stdout, stderr, cwd, None)
+        pending = self._request(request)
+        pending.forked.wait()
+        if pending.pid is None:
+            raise ChildProcessError("the fork server ended before it forked the child")
+        return ForkedChild(request["script"], pending)
+
+    @staticmethod
+    def _script_request(argv: Sequence[str], env: Mapping[str, str], stdout: Path,
+                        stderr: Path, cwd: Path | None, stdin: Path | None) -> dict[str, Any]:
+        request: dict[str, Any] = {"script": [str(a) for a in argv], "env": dict(env),
+                                   "stdout": str(stdout), "stderr": str(stderr)}
+        if cwd is not None:
+            request["cwd"] = str(cwd)
+        if stdin is not None:
+            request["stdin"] = str(stdin)
+        return request
 
     def run_script(self, argv: Sequence[str], *, env: Mapping[str, str], stdout: Path,
                    stderr: Path, timeout: float, cwd: Path | None = None,
@@ -111,13 +187,7 @@ class ForkServer:
         goes to the files ``stdout`` and ``stderr``. The exit code, or None
         after ``timeout`` s (the child is then killed).
         """
-        request: dict[str, Any] = {"script": [str(a) for a in argv], "env": dict(env),
-                                   "stdout": str(stdout), "stderr": str(stderr)}
-        if cwd is not None:
-            request["cwd"] = str(cwd)
-        if stdin is not None:
-            request["stdin"] = str(stdin)
-        return self._ask(request, timeout)
+        return self._ask(self._script_request(argv, env, stdout, stderr, cwd, stdin), timeout)
 
     def close(self) -> None:
         """End the server (it kills the children it still has) and wait for it."""
@@ -153,11 +223,13 @@ class ForkServer:
                 continue
             if "pid" in message:
                 pending.pid = message["pid"]
+                pending.forked.set()
             else:
                 pending.exit = message["exit"]
                 pending.done.set()
         with self._lock:  # the server is gone: no child of it is running any more
             for pending in self._pending.values():
+                pending.forked.set()
                 pending.done.set()
 
 
@@ -237,7 +309,8 @@ def _fork(request: dict[str, Any]) -> int:
         if "cwd" in request:
             os.chdir(request["cwd"])
         os.dup2(out, 1)
-        os.dup2(_output(request["stderr"]), 2)
+        same = request["stderr"] == request.get("stdout")
+        os.dup2(out if same else _output(request["stderr"]), 2)
         if "script" in request:
             _run_script(request["script"], request["env"])
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -110,3 +111,31 @@ def test_a_child_killed_by_a_signal_reports_it_as_subprocess_does(tally_dir: Pat
         os.kill(int(wait_for_file(tally_dir / "stuck.pid")), signal.SIGTERM)
         waiter.join(10)
         assert codes == [-signal.SIGTERM]
+
+
+def test_a_started_script_is_handled_as_popen_handles_its_child(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text("import os, sys, time\n"
+                      "print('out', os.environ['GREETING'], flush=True)\n"
+                      "print('err', sys.argv[1], file=sys.stderr, flush=True)\n"
+                      "if sys.argv[1] == 'exit': sys.exit(3)\n"
+                      "time.sleep(600)\n")
+    env = {**os.environ, "GREETING": "hello"}
+    log = tmp_path / "child.log"
+    with ForkServer(sys.path) as server:
+        done = server.start_script([str(script), "exit"], env=env, stdout=log, stderr=log)
+        assert done.wait(30) == 3 and done.poll() == 3 and done.returncode == 3
+        # stdout and stderr of one file both kept, in order
+        assert log.read_text().splitlines() == ["out hello", "err exit"]
+        sleeper = server.start_script([str(script), "sleep"], env=env, stdout=log, stderr=log,
+                                      cwd=tmp_path)
+        assert sleeper.pid != os.getpid() and alive(sleeper.pid)
+        assert sleeper.poll() is None and sleeper.returncode is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            sleeper.wait(0.2)
+        sleeper.terminate()
+        assert sleeper.wait(10) == -signal.SIGTERM
+        sleeper.kill()  # ended: signalling it again does nothing
+        killed = server.start_script([str(script), "sleep"], env=env, stdout=log, stderr=log)
+        killed.kill()
+        assert killed.wait(10) == -signal.SIGKILL and not alive(killed.pid)
