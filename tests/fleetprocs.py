@@ -122,13 +122,14 @@ def fleet(db: str, tmp_path: Path) -> Iterator[Fleet]:
         made.close()
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``predicate`` every 0.1 s; fail the test after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
+             interval: float = 0.1) -> None:
+    """Poll ``predicate`` every ``interval`` s; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 async def _submit(store: CheckpointStore, count: int, first: int) -> dict[str, int]:
@@ -156,9 +157,9 @@ def statuses(make_store: StoreFactory) -> collections.Counter[RunStatus]:
 
 
 def wait_completed(make_store: StoreFactory, count: int, timeout: float) -> None:
-    """Wait until ``count`` runs completed."""
+    """Wait until ``count`` runs completed (a look every 0.3 s: each opens a store)."""
     wait_for(lambda: statuses(make_store)[RunStatus.COMPLETED] >= count, timeout,
-             f"{count} runs to complete")
+             f"{count} runs to complete", interval=0.3)
 
 
 async def _check_runs(store: CheckpointStore, ids: dict[str, int]) -> None:

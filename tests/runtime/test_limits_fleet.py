@@ -64,7 +64,8 @@ def run_concurrency(make_store: StoreFactory, db: str, tmp_path: Path) -> None:
         wait_for(lambda: len(limitkit.spans(f.journal)) >= 6, 120, "the first calls")
         died_at = time.time()
         victim = f.kill("w1")
-        wait_for(lambda: asyncio.run(_completed(make_store)) == runs, 180, "every run")
+        wait_for(lambda: asyncio.run(_completed(make_store)) == runs, 180, "every run",
+                 interval=0.3)
     calls = limitkit.spans(f.journal, dead={victim: died_at})
     assert len({line.split()[0] for line in f.journal.read_text().splitlines()}) == runs
     assert limitkit.peak(calls) <= 2, sorted(calls)
@@ -77,7 +78,8 @@ def run_rate(make_store: StoreFactory, db: str, tmp_path: Path) -> None:
     with fleet(db, tmp_path) as f:
         start(f, "r1", "api=per_second:4")
         start(f, "r2", "api=per_second:4")
-        wait_for(lambda: asyncio.run(_completed(make_store)) == runs, 180, "every run")
+        wait_for(lambda: asyncio.run(_completed(make_store)) == runs, 180, "every run",
+                 interval=0.3)
     starts = sorted(s for s, _ in limitkit.spans(f.journal))
     assert len(starts) == runs
     # no five starts within one second (less the start-up jitter of a loaded machine)

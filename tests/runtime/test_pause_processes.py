@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,9 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
+import forkrun  # noqa: E402
 import pausekit  # noqa: E402
+from clikit import CONSOLE_SCRIPT  # noqa: E402
 from fleetprocs import fleet, wait_for  # noqa: E402
 from pgdb import fresh_database  # noqa: E402
 
@@ -109,21 +110,19 @@ def test_a_bulk_retry_of_200_failed_runs_on_postgresql_completes_each_once(
     with fleet(pg_db, tmp_path) as f:
         _start(f, "w1", env, 10.0, concurrency=8)
         _start(f, "w2", env, 10.0, concurrency=8)
-        wait_for(lambda: count(RunStatus.FAILED) == 200, 180, "200 runs to fail")
+        wait_for(lambda: count(RunStatus.FAILED) == 200, 180, "200 runs to fail", interval=0.3)
         broken.unlink()  # the fix
-        proc = subprocess.run(
-            [sys.executable, "-m", "durable_flow", "--db", pg_db, "retry", "--label",
-             "batch=outage", "--status", "failed", "--yes"],
-            cwd=TESTS, env={**os.environ, "PYTHONPATH": str(TESTS)}, capture_output=True,
-            text=True, timeout=300)
+        cli_env = {**os.environ, "PYTHONPATH": str(TESTS)}
+        proc = forkrun.run(
+            [CONSOLE_SCRIPT, "--db", pg_db, "retry", "--label", "batch=outage", "--status",
+             "failed", "--yes"], cwd=TESTS, env=cli_env, timeout=300, console=True)
         assert proc.returncode == 0, proc.stderr
         assert "retry: 200 done, 0 skipped (status did not allow it), 0 failed" in proc.stdout
-        wait_for(lambda: count(RunStatus.COMPLETED) == 200, 300, "200 runs to complete")
-        again = subprocess.run(
-            [sys.executable, "-m", "durable_flow", "--db", pg_db, "retry", "--label",
-             "batch=outage", "--yes"],
-            cwd=TESTS, env={**os.environ, "PYTHONPATH": str(TESTS)}, capture_output=True,
-            text=True, timeout=300)
+        wait_for(lambda: count(RunStatus.COMPLETED) == 200, 300, "200 runs to complete",
+                 interval=0.3)
+        again = forkrun.run(
+            [CONSOLE_SCRIPT, "--db", pg_db, "retry", "--label", "batch=outage", "--yes"],
+            cwd=TESTS, env=cli_env, timeout=300, console=True)
         assert "retry: 0 done, 200 skipped" in again.stdout  # safe to run again
     ran = collections.Counter((r, node) for r, node, _p in pausekit.journal(journal))
     for run_id in ids:

@@ -74,7 +74,8 @@ def run_keys(make_store: StoreFactory, db: str, tmp_path: Path) -> None:
         start(f, "k2")
         f.wait_serving("k1", "k2")
         asyncio.run(_submit(make_store))
-        wait_for(lambda: asyncio.run(_completed(make_store)) == total, 120, "every run")
+        wait_for(lambda: asyncio.run(_completed(make_store)) == total, 120, "every run",
+                 interval=0.3)
     calls = keykit.calls(f.journal)
     assert sorted(calls) == sorted(r for ids in RUNS.values() for r in ids)
     for key in ("acme", "bolt"):
