@@ -12,14 +12,13 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import pytest
 from clikit import CONSOLE_SCRIPT
 from pgdb import fresh_database
@@ -91,7 +90,7 @@ def _until(what: Callable[[], bool], seconds: float = 20) -> None:
     deadline = time.monotonic() + seconds
     while not what():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+        time.sleep(0.25)  # each look opens a store
 
 
 def test_a_newcomer_runs_a_fleet_on_postgresql(tmp_path: Path) -> None:
@@ -104,9 +103,8 @@ def test_a_newcomer_runs_a_fleet_on_postgresql(tmp_path: Path) -> None:
         def cli(*args: str) -> Any:
             """``durable-flow --db DSN ARGS --json`` from the operator's directory."""
             env = {**_env(elsewhere, tmp_path), "PYTHONPATH": ""}
-            done = subprocess.run([str(CONSOLE_SCRIPT), "--db", dsn, *args, "--json"],
-                                  cwd=elsewhere, env=env, capture_output=True, text=True,
-                                  timeout=60, stdin=subprocess.DEVNULL)
+            done = forkrun.run([CONSOLE_SCRIPT, "--db", dsn, *args, "--json"], cwd=elsewhere,
+                               env=env, timeout=60, console=True)
             assert done.returncode == 0, (args, done.stdout, done.stderr)
             return json.loads(done.stdout)
 
@@ -125,14 +123,16 @@ def test_a_newcomer_runs_a_fleet_on_postgresql(tmp_path: Path) -> None:
 
             return asyncio.run(read())
 
-        subprocess.run([sys.executable, "submit.py", dsn], cwd=code, env=_env(code, tmp_path),
-                       check=True, timeout=60)
+        submitted = forkrun.run([code / "submit.py", dsn], cwd=code, env=_env(code, tmp_path),
+                                timeout=60, plain=True)
+        assert submitted.returncode == 0, submitted.stderr
         assert set(statuses().values()) == {"queued"}
-        workers = [subprocess.Popen(
-            [str(CONSOLE_SCRIPT), "--db", dsn, "worker", "shop:order", "--name", name,
+        logs = {name: tmp_path / f"{name}.log" for name in ("wA", "wB")}
+        workers = [forkrun.start(
+            [CONSOLE_SCRIPT, "--db", dsn, "worker", "shop:order", "--name", name,
              "--lease-ttl", "2", "--poll-interval", "0.2"],
-            cwd=code, env=_env(code, tmp_path), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("wA", "wB")]
+            cwd=code, env=_env(code, tmp_path), log=log, console=True)
+            for name, log in logs.items()]
         try:
             _until(lambda: open_requests() == len(ITEMS))
             for request in cli("inbox"):  # answered without the workflow's code
@@ -153,14 +153,16 @@ def test_a_newcomer_runs_a_fleet_on_postgresql(tmp_path: Path) -> None:
             for w in workers:
                 if w.poll() is None:
                     w.send_signal(signal.SIGTERM)
-            logs = {w.pid: w.communicate(timeout=30) for w in workers}
+            for w in workers:
+                w.wait(timeout=30)
         for item in ITEMS:
             state = cli("show", f"order-{item}")["snapshot"]["values"]
             assert state["packed"] == item and state["paid"] == 5 and state["ok"] is True
         survivor = next(w for w in workers if w is not killed)
-        assert survivor.returncode == 0, logs[survivor.pid][1]
-        assert "run_claimed" in logs[survivor.pid][1]
+        log = logs["wA" if survivor is workers[0] else "wB"].read_text()
+        assert survivor.returncode == 0, log
+        assert "run_claimed" in log
         item = first.name.split("-")[1]
         # the survivor took over the run the killed worker was packing
-        claims = [x for x in logs[survivor.pid][1].splitlines() if "run_claimed" in x]
+        claims = [x for x in log.splitlines() if "run_claimed" in x]
         assert any(f"order-{item}" in line for line in claims), claims
