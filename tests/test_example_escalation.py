@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
+import forkrun
 import pytest
 from test_examples import EXAMPLES, load
 
@@ -32,8 +31,7 @@ async def test_escalation_times_out_escalates_and_pays_once(tmp_path: Path) -> N
 
 @pytest.mark.process
 def test_escalation_runs_as_a_script(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "escalation.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "escalation.py"], cwd=tmp_path, timeout=120, plain=True)
     assert proc.returncode == 0, proc.stderr
     assert "escalated to the director" in proc.stdout
     assert "approved by the director, paid: True" in proc.stdout

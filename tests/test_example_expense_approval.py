@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
+import forkrun
 import pytest
 from test_examples import EXAMPLES, load
 
@@ -28,8 +27,8 @@ async def test_policy_escalation_second_step_and_notifications(tmp_path: Path) -
 
 @pytest.mark.process
 def test_expense_approval_runs_as_a_script(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "expense_approval.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "expense_approval.py"], cwd=tmp_path, timeout=120,
+                       plain=True)
     assert proc.returncode == 0, proc.stderr
     assert "answered by the policy small-expenses" in proc.stdout
     assert "escalated to manager" in proc.stdout

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 from test_examples import EXAMPLES, load
 
@@ -29,8 +28,8 @@ async def test_refunds_approves_refuses_and_pays_once_after_a_kill(
 
 def test_refunds_runs_as_a_script(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REFUNDS_DIR"}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "refunds.py")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "refunds.py"], cwd=tmp_path, env=env, timeout=120,
+                       plain=True)
     assert proc.returncode == 0, proc.stderr
     assert "child exit code: -9" in proc.stdout
     assert "completed: paid bank-ref-1" in proc.stdout

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 from test_examples import EXAMPLES, load
 
@@ -21,8 +20,8 @@ async def test_research_finishes_while_the_approval_waits_then_the_join_runs(
 
 @pytest.mark.process
 def test_research_approval_runs_as_a_script(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "research_approval.py")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = forkrun.run([EXAMPLES / "research_approval.py"], cwd=tmp_path, timeout=120,
+                       plain=True)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "is waiting; parked: approve since superstep" in out

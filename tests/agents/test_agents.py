@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import forkrun
 import pytest
 from pydantic import BaseModel
 
@@ -627,8 +628,8 @@ def test_explain_names_model_history_tools_reads_and_writes() -> None:
 
 @pytest.mark.process
 def test_the_triage_example_runs_offline() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "triage_agents.py")],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = forkrun.run([ROOT / "examples" / "triage_agents.py"], timeout=120, cwd=ROOT,
+                       plain=True)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "-> Outage: email is down" in out and "degraded since 09:12 UTC" in out
