@@ -144,7 +144,8 @@ async def _first_answer_saved(run_id: str) -> None:
 
 async def child(db: str, step: str) -> None:
     """Start the run (``start``), or resume it with the first answers (``answer``)."""
-    async with Runtime(open_store(db), lease_ttl=1.0) as rt:
+    # a short lease, so the resume after the kill waits little (long enough for a busy machine)
+    async with Runtime(open_store(db), lease_ttl=3.0) as rt:
         if step == "start":
             await rt.run(workflow, {"documents": DOCUMENTS}, run_id=RUN_ID)
         else:
