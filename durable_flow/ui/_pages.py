@@ -187,21 +187,25 @@ async def respond_page(request: Request, svc: Service) -> Response:
     await require(svc, run_id, request.state.principal, "read")  # 404 for a run not theirs
     pending = await svc.open_request(run_id, request_id)
     if pending is None:
-        text = f"Request {request_id} of run {run_id} is no longer open (answered or cancelled)."
+        text = ("This request is no longer open: someone answered it already, or its run "
+                "ended. Nothing was recorded.")
         if _is_htmx(request):
             return render(request, "_gone.html", {"text": text})
         return render(request, "message.html", {"title": "Already answered", "text": text},
                       status=409)
+    record = (await svc.run_records([run_id])).get(run_id)
+    asked_by = record.started_by if record is not None else None
     try:
         card = await _answer(svc, pending, raw, request.state.principal)
-    except NotAuthorizedError as exc:
-        # not theirs: say so where they clicked, and change nothing
-        card = RequestCard(pending, None, refused=_not_yours(pending))
+    except NotAuthorizedError:
+        # not theirs: say so where they clicked, and change nothing (the error's words name
+        # the act in an engineer's terms: the card's say it plainly)
+        card = RequestCard(pending, None, refused=_not_yours(pending), asked_by=asked_by)
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=403)
-        del exc  # its words name the act in an engineer's terms: the card's say it plainly
         return render(request, "message.html", {"title": "This request is not yours to answer",
                                                 "text": card.refused}, status=403)
+    card.asked_by = asked_by
     if card.answered is None:
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=422)

@@ -103,7 +103,7 @@ async def test_after_approve_or_reject_the_page_says_what_happens_next() -> None
     store = MemoryStore()
     flow = claim_flow()
     async with Runtime(store) as rt:
-        yes = await rt.run(flow, {"claimant": "erik", "amount": 900})
+        yes = await rt.run(flow, {"claimant": "erik", "amount": 900}, by="erik")
         no = await rt.run(flow, {"claimant": "ida", "amount": 50})
         outcomes = []
         async with app_on(store, flow) as client:
@@ -124,6 +124,7 @@ async def test_after_approve_or_reject_the_page_says_what_happens_next() -> None
                 "answer/cost_center": "1"})
             outcomes.append(visible_text(card.text))
     assert "Approved. The run goes on now. See the run" in outcomes[0]
+    assert "asked by erik" in outcomes[0]  # the answered card still says who asked
     assert "Rejected. The run goes on now." in outcomes[1]
     assert ("Approved. The run goes on as soon as the service that runs expense picks it up."
             in outcomes[2])
