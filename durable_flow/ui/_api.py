@@ -116,12 +116,13 @@ async def inbox(request: Request, svc: Service, workflow: str | None = None,
                 after: str | None = None, limit: Limit = 50, tab: str = "all") -> InboxOut:
     """Open requests across runs and nesting levels, one page at a time.
 
-    A person sees those assigned to them or their roles (``tab=mine``) and the
-    unassigned ones too (``tab=all``); the admin sees every one.
+    A person sees those assigned to them or their roles (``tab=mine``), or
+    every open request of the runs they may read (``tab=all``); the admin sees
+    every one.
     """
     person = request.state.principal
     page = await svc.inbox(workflow=workflow, after=after, limit=limit,
-                           shown=inbox_filter(person, tab))
+                           shown=inbox_filter(svc, person, tab))
     return InboxOut(requests=[RequestOut.of(r) for r in page.requests],
                     next_after=page.next_after)
 

@@ -193,8 +193,28 @@ async def _on_error(request: Request, exc: DurableFlowError) -> Response:
         body = ProblemOut(error=type(exc).__name__, message=str(exc),
                           request_id=getattr(exc, "request_id", None)).model_dump()
         return JSONResponse(body, status_code=status)
-    return _pages.render(request, "message.html",
-                         {"title": type(exc).__name__, "text": str(exc)}, status=status)
+    title, text = _in_words(exc)
+    return _pages.render(request, "message.html", {"title": title, "text": text}, status=status)
+
+
+_TITLES: tuple[tuple[type[DurableFlowError], str], ...] = (
+    (RunNotFoundError, "Not found"), (CheckpointNotFoundError, "Not found"),
+    (RunLockedError, "Busy"), (RunNotResumableError, "Not possible now"),
+    (UnknownRequestError, "No such request"), (InvalidResponseError, "Not a valid answer"),
+    (InvalidInputError, "Not valid"), (NotAuthorizedError, "Not allowed"),
+    (InvalidLinkError, "This link is not valid"))
+
+
+def _in_words(exc: DurableFlowError) -> tuple[str, str]:
+    """A page's title and sentence for an error: plain words, no class names (the API keeps those)."""
+    title = next((t for kind, t in _TITLES if isinstance(exc, kind)), "Something went wrong")
+    if isinstance(exc, RunNotFoundError):
+        return title, f"There is no run {exc.run_id}, or it is not one you may see."
+    if isinstance(exc, RunLockedError):
+        return title, "Someone or something is working on this run right now: try again soon."
+    text = str(exc).strip()
+    return title, (text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")) if text \
+        else "That did not work."
 
 
 async def _on_invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -41,7 +41,8 @@ async def approve_page(request: Request, svc: Service, run_id: str, request_id: 
     if isinstance(checked, Response):
         return checked
     pending, grant = checked
-    card = RequestCard(pending, build_form(pending.response_schema))
+    card = RequestCard(pending, build_form(pending.response_schema),
+                       asked_by=await _asked_by(svc, run_id))
     return render(request, "approve.html", {"card": card, "grant": grant, "token": token})
 
 
@@ -71,10 +72,12 @@ async def approve(request: Request, svc: Service, run_id: str, request_id: str) 
         except DurableFlowError as exc:
             errors = {"": str(exc)}
         else:
-            return render(request, "approve.html", {
-                "card": RequestCard(pending, None, answered=info), "grant": grant, "token": ""})
+            here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
+            done = RequestCard(pending, None, answered=info, continues_here=here, answer=value,
+                               asked_by=await _asked_by(svc, run_id))
+            return render(request, "approve.html", {"card": done, "grant": grant, "token": ""})
     card = RequestCard(pending, build_form(pending.response_schema, raw, errors),
-                       comment=comment or "")
+                       comment=comment or "", asked_by=await _asked_by(svc, run_id))
     return render(request, "approve.html", {"card": card, "grant": grant, "token": token},
                   status=422)
 
@@ -95,6 +98,12 @@ async def _checked(request: Request, svc: UiService, run_id: str, request_id: st
         return _problem(request, "used", "This request was answered already (or its run "
                                          "ended): a link works once.")
     return pending, grant
+
+
+async def _asked_by(svc: UiService, run_id: str) -> str | None:
+    """Who started the run (``started_by``): the page says who asked."""
+    record = await svc.runtime.store.get_run(run_id)
+    return record.started_by if record is not None else None
 
 
 async def _principal(svc: UiService, grant: LinkGrant) -> Principal:

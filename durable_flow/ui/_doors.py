@@ -19,7 +19,8 @@ from fastapi import Request
 
 from ..errors import NotAuthorizedError, RunNotFoundError
 from ..model._access import ACTS, Access, access_of, allows, is_admin
-from ..model._approvals import Principal
+from ..model._approvals import Principal, permits
+from ..model._records import PendingRequest
 from ..runtime._doors import run_access
 from ..store._protocols import RunRecord
 from ._service import Shown, UiService
@@ -38,12 +39,30 @@ def actor(who: Principal | None) -> str:
     return "admin" if who is None else who.id
 
 
-def inbox_filter(who: Principal | None, tab: str) -> Shown | None:
-    """What of the inbox ``who`` sees on ``tab`` (None: everything, the admin's "all")."""
+def inbox_filter(svc: UiService, who: Principal | None, tab: str) -> Shown | None:
+    """What of the inbox ``who`` sees on ``tab`` (None: everything, the admin's "all").
+
+    ``mine`` is what ``who`` may answer and is asked by name or role; ``all`` is
+    every open request of every run ``who`` may read (the one rule: a viewer,
+    an operator, who started it, who was asked in it), theirs to answer or not.
+    """
     if sees_all(who) and tab != "mine":
         return None
-    person = None if sees_all(who) else who
-    return lambda batch: visible(batch, person, tab)
+
+    async def shown(batch: list[PendingRequest]) -> list[PendingRequest]:
+        if tab == "mine" or who is None:
+            return visible(batch, who, tab)
+        readable: dict[str, bool] = {}
+        kept = []
+        for r in batch:
+            if r.run_id not in readable:
+                record = await svc.runtime.store.get_run(r.run_id)
+                readable[r.run_id] = record is not None and allows(
+                    await place(svc, record, who), "read")
+            if readable[r.run_id] or permits(who, r.assignees, r.roles):
+                kept.append(r)
+        return kept
+    return shown
 
 
 async def place(svc: UiService, record: RunRecord, who: Principal | None) -> Access:

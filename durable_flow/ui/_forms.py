@@ -163,10 +163,14 @@ def _shown(value: Any, kind: FieldKind) -> str:
 
 
 def build_form(schema: Mapping[str, Any], raw: Raw | None = None,
-               errors: Mapping[str, str] | None = None) -> Form:
-    """The form for answers of ``schema``, filled with ``raw`` (a submission) or the defaults."""
-    root = dict(schema)
-    built = _build(root, root, ROOT, "Answer", True, raw, errors or {}, _MISSING)
+               errors: Mapping[str, str] | None = None, label: str = "Answer") -> Form:
+    """The form for answers of ``schema``, filled with ``raw`` (a submission) or the defaults.
+
+    The whole form is headed ``label``: a model's class name (the schema's
+    ``title``, such as ``FinanceAnswer``) means nothing to the person answering.
+    """
+    root = {k: v for k, v in schema.items() if k != "title"}
+    built = _build(root, root, ROOT, label, True, raw, errors or {}, _MISSING)
     return Form(built, [m for k, m in (errors or {}).items() if k == ""])
 
 
@@ -176,7 +180,7 @@ def _build(schema: Mapping[str, Any], root: Mapping[str, Any], name: str, label:
     kind = _kind(spec)
     if default is _MISSING:
         default = spec.get("default", _MISSING)
-    f = FormField(name=name, label=str(spec.get("title") or label), kind=kind,
+    f = FormField(name=name, label=_label(schema, spec, label), kind=kind,
                   required=required and not nullable, nullable=nullable,
                   description=spec.get("description"), error=errors.get(name))
     if kind == "object":
@@ -190,6 +194,25 @@ def _build(schema: Mapping[str, Any], root: Mapping[str, Any], name: str, label:
     else:
         _fill_scalar(f, spec, raw, default)
     return f
+
+
+def _label(schema: Mapping[str, Any], spec: Mapping[str, Any], fallback: str) -> str:
+    """A field's label: its own title, else its name; never a referenced model's class name."""
+    if isinstance(schema, Mapping) and schema.get("title"):
+        return str(schema["title"])
+    if _refers(schema):  # {"$ref": "#/$defs/LineItem"}: "LineItem" names a class, not the field
+        return fallback
+    return str(spec.get("title") or fallback)
+
+
+def _refers(schema: Any) -> bool:
+    """Whether ``schema`` is (or wraps, as ``X | None``) a ``$ref`` to another schema."""
+    if not isinstance(schema, Mapping):
+        return False
+    if "$ref" in schema:
+        return True
+    return any(isinstance(b, Mapping) and "$ref" in b
+               for key in ("anyOf", "oneOf", "allOf") for b in schema.get(key) or ())
 
 
 def _build_rows(f: FormField, spec: Mapping[str, Any], root: Mapping[str, Any], raw: Raw | None,
@@ -233,11 +256,30 @@ def read_answer(schema: Mapping[str, Any], raw: Raw) -> tuple[Any, dict[str, str
     errors: dict[str, str] = {}
     names: set[str] = set()
     value = _read(root, root, ROOT, True, raw, errors, names)
-    if errors:
-        return None, errors
-    for problem in _schema_problems(value, root, names):
-        errors.setdefault(problem[0], problem[1])
+    # the whole schema is checked even when some fields did not parse, so every problem is
+    # reported in one round; a field that did not parse keeps its own problem
+    holes: set[tuple[Any, ...]] = set()
+    checked = _without_missing(value, (), holes)
+    for path, message in _schema_problems(checked, root, names, holes):
+        errors.setdefault(path, message)
     return (None, errors) if errors else (value, errors)
+
+
+def _without_missing(value: Any, at: tuple[Any, ...], holes: set[tuple[Any, ...]]) -> Any:
+    """The answer as read so far: values that did not parse left out.
+
+    A list item that did not parse is None there, its position kept in ``holes``
+    (its field has its problem already).
+    """
+    if isinstance(value, dict):
+        return {k: _without_missing(v, (*at, k), holes) for k, v in value.items()
+                if v is not _MISSING}
+    if isinstance(value, list):
+        return [_without_missing(v, (*at, i), holes) for i, v in enumerate(value)]
+    if value is _MISSING:
+        holes.add(at)
+        return None
+    return value
 
 
 def _read(schema: Mapping[str, Any], root: Mapping[str, Any], name: str, required: bool,
@@ -309,11 +351,16 @@ def _number(text: str) -> int | float:
     return number
 
 
-def _schema_problems(value: Any, schema: Mapping[str, Any],
-                     names: set[str]) -> Iterable[tuple[str, str]]:
-    """Every JSON Schema problem of ``value``, at the nearest field that shows it."""
+def _schema_problems(value: Any, schema: Mapping[str, Any], names: set[str],
+                     holes: set[tuple[Any, ...]]) -> Iterable[tuple[str, str]]:
+    """Every JSON Schema problem of ``value``, at the nearest field that shows it.
+
+    Problems of the ``holes`` (values that did not parse) are left out.
+    """
     validator = jsonschema.validators.validator_for(schema)(schema, format_checker=format_checker())
     for error in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
+        if tuple(error.absolute_path) in holes:
+            continue
         path = ROOT + "".join(f"/{_escape(str(p))}" for p in error.absolute_path)
         if error.validator == "required" and isinstance(error.instance, dict):
             for prop in error.validator_value:  # type: ignore[union-attr]

@@ -17,10 +17,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..errors import DurableFlowError, InvalidResponseError, NotAuthorizedError
 from ..model._access import allows
-from ..model._approvals import Principal
+from ..model._approvals import Principal, permits
 from ..model._records import PendingRequest, RunInfo, RunStatus
 from ..runtime._limits import limit_waits
 from ..runtime.people._users import Users
+from ..store._protocols import RunRecord
 from ._api import service
 from ._doors import actor, inbox_filter, place, readable, require, sees_all
 from ._forms import Form, build_form, read_answer
@@ -28,9 +29,18 @@ from ._security import CSRF_FIELD, SESSION_COOKIE, USER_COOKIE, Security
 from ._service import UiService
 from ._sessions import Sessions
 from ._throttle import LoginThrottle
-from ._views import diff_values, marked_mermaid, namespace_tree, subworkflow_at, visible
+from ._views import (
+    diff_values,
+    field_label,
+    marked_mermaid,
+    namespace_tree,
+    next_step,
+    subworkflow_at,
+    verdict,
+)
 
-__all__ = ["COMMENT_FIELD", "CsrfError", "RequestCard", "read_comment", "render", "router"]
+__all__ = ["COMMENT_FIELD", "CsrfError", "RequestCard", "card_for", "read_comment", "render",
+           "router"]
 
 COMMENT_FIELD = "comment"
 """The answer forms' optional comment, recorded with the decision (answer fields are ``answer...``)."""
@@ -73,12 +83,47 @@ class RequestCard:
     run_status: RunStatus | None = None  # shown in the inbox: a run may go on while it asks
     refused: str | None = None
     """Why this person may not answer it (the card then says so, and shows no form)."""
+    answer: Any = None
+    """The answer recorded (the outcome says "Approved." or "Rejected." for a yes or a no)."""
+    asked_by: str | None = None
+    """Who started the run that asks (``started_by``), shown as who asked."""
+    others: str | None = None
+    """Whose request this is, when the person may see it but not answer it (no form then)."""
 
     @property
     def dom_id(self) -> str:
         """A stable HTML id (request ids hold characters ids should not)."""
         key = f"{self.request.run_id}\0{self.request.id}".encode()
         return "req-" + hashlib.sha256(key).hexdigest()[:16]
+
+    @property
+    def outcome(self) -> str:
+        """What the answer was and what happens next: "Approved. The run goes on now."."""
+        if self.answered is None:
+            return ""
+        return (verdict(self.answer) + " " + next_step(
+            self.answered.status, self.continues_here, self.request.workflow_name))
+
+    @property
+    def fields(self) -> list[tuple[str, Any]]:
+        """The request's details as (label, value) rows; a "question" the title shows is left out."""
+        payload = self.request.payload
+        if not isinstance(payload, Mapping):
+            return []
+        return [(field_label(k), v) for k, v in payload.items()
+                if not (k == "question" and v == self.request.title)]
+
+
+def card_for(request: PendingRequest, person: Principal | None, *,
+             run: RunRecord | None = None) -> RequestCard:
+    """A request's card for ``person``: its form if theirs to answer, else whose it is."""
+    status = run.status if run is not None else None
+    asked_by = run.started_by if run is not None else None
+    if sees_all(person) or permits(person, request.assignees, request.roles):
+        return RequestCard(request, build_form(request.response_schema), run_status=status,
+                           asked_by=asked_by)
+    return RequestCard(request, None, run_status=status, asked_by=asked_by,
+                       others="This is for " + _whose(request) + ": you can see it, not answer it.")
 
 
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -124,11 +169,10 @@ async def inbox_page(request: Request, svc: Service, workflow: str = "",
     person = request.state.principal
     tab = tab if tab in ("mine", "all") else ("all" if person is None else "mine")
     page = await svc.inbox(workflow=workflow or None, after=after or None, limit=PAGE,
-                           shown=inbox_filter(person, tab))
+                           shown=inbox_filter(svc, person, tab))
     shown = page.requests
-    statuses = await svc.run_statuses(r.run_id for r in shown)
-    cards = [RequestCard(r, build_form(r.response_schema), run_status=statuses.get(r.run_id))
-             for r in shown]
+    runs = await svc.run_records(r.run_id for r in shown)
+    cards = [card_for(r, person, run=runs.get(r.run_id)) for r in shown]
     return render(request, "inbox.html", {"tab": tab, "person": person,
         "cards": cards, "workflow": workflow, "next_after": page.next_after,
         "first_page": not after, "known_workflows": sorted({n for n, _ in svc.workflows})})
@@ -143,20 +187,25 @@ async def respond_page(request: Request, svc: Service) -> Response:
     await require(svc, run_id, request.state.principal, "read")  # 404 for a run not theirs
     pending = await svc.open_request(run_id, request_id)
     if pending is None:
-        text = f"Request {request_id} of run {run_id} is no longer open (answered or cancelled)."
+        text = ("This request is no longer open: someone answered it already, or its run "
+                "ended. Nothing was recorded.")
         if _is_htmx(request):
             return render(request, "_gone.html", {"text": text})
         return render(request, "message.html", {"title": "Already answered", "text": text},
                       status=409)
+    record = (await svc.run_records([run_id])).get(run_id)
+    asked_by = record.started_by if record is not None else None
     try:
         card = await _answer(svc, pending, raw, request.state.principal)
-    except NotAuthorizedError as exc:
-        # not theirs: say so where they clicked, and change nothing
-        card = RequestCard(pending, None, refused=_not_yours(pending))
+    except NotAuthorizedError:
+        # not theirs: say so where they clicked, and change nothing (the error's words name
+        # the act in an engineer's terms: the card's say it plainly)
+        card = RequestCard(pending, None, refused=_not_yours(pending), asked_by=asked_by)
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=403)
         return render(request, "message.html", {"title": "This request is not yours to answer",
-                                                "text": f"{card.refused} ({exc})"}, status=403)
+                                                "text": card.refused}, status=403)
+    card.asked_by = asked_by
     if card.answered is None:
         if _is_htmx(request):
             return render(request, "_request.html", {"card": card}, status=422)
@@ -166,11 +215,16 @@ async def respond_page(request: Request, svc: Service) -> Response:
     return RedirectResponse("/", status_code=303)
 
 
+def _whose(pending: PendingRequest) -> str:
+    """Who a request is for, in words: "mia, role manager"."""
+    return ", ".join([*pending.assignees, *(f"role {r}" for r in pending.roles)]) or "anyone"
+
+
 def _not_yours(pending: PendingRequest) -> str:
     """The words a person reads when they try to answer a request that is not theirs."""
-    named = [*pending.assignees, *(f"role {r}" for r in pending.roles)]
-    return ("You may not answer this request: it is for " + ", ".join(named) + ". "
-            "Nothing was recorded.") if named else "You may not answer this request."
+    if pending.assignees or pending.roles:
+        return f"You may not answer this request: it is for {_whose(pending)}. Nothing was recorded."
+    return "You may not answer this request. Nothing was recorded."
 
 
 async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[str]],
@@ -193,7 +247,7 @@ async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[s
             errors = {"": str(exc)}
         else:
             here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
-            return RequestCard(pending, None, answered=info, continues_here=here)
+            return RequestCard(pending, None, answered=info, continues_here=here, answer=value)
     return RequestCard(pending, build_form(pending.response_schema, raw, errors),
                        comment=comment or "")
 
@@ -238,8 +292,8 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         if shown is not None else None,
         "current": current, "can_fork": workflow is not None,
         "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
-        "cards": [RequestCard(r, build_form(r.response_schema)) for r in visible(
-            head.pending_requests, None if sees_all(person) else person, "all")],
+        # every open request of a run they may read; a form on those they may answer
+        "cards": [card_for(r, person, run=record) for r in head.pending_requests],
         "decisions": await svc.runtime.decisions(run_id),
         # a task waiting for a grant of a limit: "waiting for api: 2 of 2 in use"
         "limit_waits": await limit_waits(svc.runtime.store, run_id)

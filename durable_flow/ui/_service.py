@@ -11,7 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,7 +27,7 @@ from ..model._records import CheckpointInfo, PendingRequest, RunInfo, RunStatus,
 from ..runtime._doors import run_access
 from ..runtime._inspect import to_pending
 from ..runtime._runtime import Runtime
-from ..store._protocols import InboxCursor
+from ..store._protocols import InboxCursor, RunRecord
 
 __all__ = [
     "HistoryPage",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-Shown = Callable[[list[PendingRequest]], list[PendingRequest]]
+Shown = Callable[[list[PendingRequest]], Awaitable[list[PendingRequest]]]
 """Which of a batch of requests a principal may see (applied before paging)."""
 
 
@@ -107,7 +107,7 @@ class UiService:
                     limit: int = 50, shown: Shown | None = None) -> InboxPage:
         """One page of open requests across runs and nesting levels, oldest first.
 
-        ``shown`` keeps the requests a principal may see (see ``_views.visible``)
+        ``shown`` keeps the requests a principal may see (see ``_doors.inbox_filter``)
         and is applied before paging: the store's inbox index is read from the
         cursor in batches until the page is full, so a person's requests
         behind many others' are on their first page. Without it, reads
@@ -123,7 +123,7 @@ class UiService:
             rows = await self.runtime.store.pending_requests(
                 workflow_name=workflow or None, limit=batch, after=cursor)
             read = [to_pending(r, schemas) for r in rows]
-            found += read if shown is None else shown(read)
+            found += read if shown is None else await shown(read)
             if len(rows) < batch or len(found) > limit:
                 break
             cursor = decode_cursor(encode_cursor(read[-1]))
@@ -137,12 +137,19 @@ class UiService:
         The inbox shows it beside each request: with ``waits="branch"`` a
         request can be open while its run is still ``running`` other branches.
         """
-        statuses: dict[str, RunStatus] = {}
+        return {run_id: r.status for run_id, r in (await self.run_records(run_ids)).items()}
+
+    async def run_records(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+        """The stored row of each of these runs (one read per distinct run; unknown ones left out).
+
+        The inbox shows its status and who started it (``started_by``: who asked).
+        """
+        records: dict[str, RunRecord] = {}
         for run_id in dict.fromkeys(run_ids):
             record = await self.runtime.store.get_run(run_id)
             if record is not None:
-                statuses[run_id] = record.status
-        return statuses
+                records[run_id] = record
+        return records
 
     async def open_request(self, run_id: str, request_id: str) -> PendingRequest | None:
         """The request if it is still open, else None."""

@@ -77,7 +77,7 @@ async def start_page(request: Request, svc: Service, name: str) -> Response:
     """The form of one workflow's input."""
     wf = _workflow(svc, name)
     return render(request, "start.html", {"workflows": [], "name": wf.name,
-                                          "form": build_form(input_schema(wf))})
+                                          "form": build_form(input_schema(wf), label="Details")})
 
 
 @router.post("/start/{name}", response_class=HTMLResponse)
@@ -96,7 +96,8 @@ async def start(request: Request, svc: Service, name: str) -> Response:
         else:
             return RedirectResponse(f"/runs/{info.run_id}", status_code=303)
     return render(request, "start.html", {"workflows": [], "name": wf.name,
-                                          "form": build_form(schema, raw, errors)}, status=422)
+                                          "form": build_form(schema, raw, errors, label="Details")},
+                  status=422)
 
 
 @api_router.post("/runs", summary="Start a run of a workflow this server serves")

@@ -25,12 +25,15 @@ __all__ = [
     "Change",
     "TreeNode",
     "diff_values",
+    "field_label",
     "marked_mermaid",
     "namespace_tree",
+    "next_step",
     "plain",
     "pretty",
     "short_time",
     "subworkflow_at",
+    "verdict",
     "visible",
 ]
 
@@ -45,6 +48,44 @@ def pretty(value: Any) -> str:
     """Indented JSON text of any value (a string stays quoted, so types stay visible)."""
     return orjson.dumps(value, default=plain,
                         option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def field_label(key: str) -> str:
+    """A payload key as a label: ``cost_center`` reads "Cost center"."""
+    words = str(key).replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else str(key)
+
+
+def verdict(answer: Any) -> str:
+    """The words that open an answer's outcome: approved, rejected, or recorded.
+
+    A yes/no answer, or an answer whose one yes/no field says it (``approved``),
+    is an approval or a rejection.
+    """
+    if isinstance(answer, Mapping):
+        flags = [v for k, v in answer.items()
+                 if isinstance(v, bool) and str(k).lower() in _APPROVAL_KEYS]
+        answer = flags[0] if len(flags) == 1 else None
+    if answer is True:
+        return "Approved."
+    if answer is False:
+        return "Rejected."
+    return "Your answer is recorded."
+
+
+_APPROVAL_KEYS = ("approved", "approve", "accept", "accepted", "ok", "yes")
+
+
+def next_step(status: RunStatus, continues_here: bool, workflow: str) -> str:
+    """What happens to the run after an answer, in plain words."""
+    if status is RunStatus.QUEUED:
+        return ("The run goes on now." if continues_here else
+                f"The run goes on as soon as the service that runs {workflow} picks it up.")
+    return {RunStatus.RUNNING: "The run takes your answer at its next step.",
+            RunStatus.WAITING: "The run now waits for another answer.",
+            RunStatus.COMPLETED: "The run is finished.",
+            RunStatus.CANCELLED: "The run was cancelled."}.get(
+        status, f"The run is {status.value}.")
 
 
 def short_time(at: datetime | None) -> str:
@@ -160,10 +201,11 @@ def _chart_ids(ids: Mapping[str, str], tasks: Iterable[str]) -> set[str]:
 
 def visible(requests: Sequence[PendingRequest], person: Principal | None,
             tab: str) -> list[PendingRequest]:
-    """The requests a tab shows: ``mine`` (assigned to the person or their roles) or ``all``.
+    """The requests a person may answer: ``mine`` (asked of them or their roles) or ``all``.
 
     ``all`` is everything for the admin (``person`` None) and, for a person,
-    theirs plus the unassigned ones.
+    theirs plus the unassigned ones (the inbox's ``all`` tab shows more: every
+    request of the runs they may read, see ``_doors.inbox_filter``).
     """
     if person is None:
         return [r for r in requests if tab != "mine" or not (r.assignees or r.roles)]

@@ -101,7 +101,7 @@ async def test_an_answer_from_the_form_is_recorded_and_the_run_continues_here(
     async with serving(store_factory(), workflows=[uikit.approval]) as client:
         response = await answer_form(client, result.run_id, req.id, {"answer": "true"})
         assert response.status_code == 200
-        assert "Answered" in response.text and "continues in this server" in response.text
+        assert "Approved. The run goes on now." in response.text
         async with Runtime(store_factory()) as rt:
             info = await rt.wait(result.run_id, timeout=10)
             assert info.status is RunStatus.COMPLETED

@@ -88,7 +88,7 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
         alice.get_by_label("yes").check()
         alice.get_by_label("Comment").fill("receipt is in the mail")
         alice.get_by_role("button", name="Send answer").click()
-        expect(alice.locator(".outcome")).to_contain_text("your answer is recorded")
+        expect(alice.locator(".outcome")).to_contain_text("Approved. The run goes on now.")
         alice.goto(runs["link"])
         expect(alice.locator("h1")).to_have_text("This link was used")
         # the deadline passes: the request moves to the managers, and mia answers it
@@ -105,7 +105,7 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
         item.get_by_label("Comment").fill("over the limit, but agreed")
         item.get_by_role("button", name="Send answer").click()
         expect(mia.locator("article.request", has_text=runs["escalating"])).to_contain_text(
-            "Answered")
+            "Approved. The run goes on")
         # the admin's run pages: who decided, when and via what
         admin = new_page(browser)
         admin.goto(url + "/login")

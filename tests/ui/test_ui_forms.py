@@ -158,3 +158,31 @@ def test_nested_arrays_of_objects_get_their_own_row_placeholders() -> None:
     [row] = filled.root.rows
     notes = {c.name: c for c in row.children}["answer/4/notes"]
     assert notes.row_template is not None and notes.row_template.name == "answer/4/notes/__i0__"
+
+
+class FinanceAnswer(BaseModel):
+    approved: bool
+    note: str = Field(max_length=5)
+    ship_to: Address
+
+
+def test_a_form_is_headed_by_words_not_by_the_class_names_of_its_models() -> None:
+    form = build_form(schema(FinanceAnswer))
+    assert form.root.label == "Answer"
+    assert {f.name: f.label for f in form.root.children} == {
+        "answer/approved": "Approved", "answer/note": "Note", "answer/ship_to": "ship_to"}
+    assert build_form(schema(FinanceAnswer), label="Details").root.label == "Details"
+
+
+def test_every_problem_of_a_form_is_reported_in_one_round() -> None:
+    # a field that does not parse, one too long and one missing: all three at once
+    _, errors = read_answer(schema(FinanceAnswer), {
+        "answer/approved": ["perhaps"], "answer/note": ["far too long"],
+        "answer/ship_to/city": ["Oslo"], "answer/ship_to/zip": ["x"]})
+    assert errors == {"answer/approved": "choose yes or no",
+                      "answer/note": "'far too long' is too long",
+                      "answer/ship_to/zip": "enter a whole number, not 'x'"}
+    _, errors = read_answer(schema(Order), _order_form(**{
+        "answer/qty": ["11"], "answer/price": ["cheap"]}))
+    assert errors == {"answer/qty": "11 is greater than the maximum of 10",
+                      "answer/price": "enter a number, not 'cheap'"}

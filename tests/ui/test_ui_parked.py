@@ -83,8 +83,8 @@ async def test_the_inbox_shows_a_parked_request_of_a_running_run_and_takes_its_a
             card = inbox.split(request.run_id, 1)[1].split("</header>", 1)[0]
             assert "run running" in card and "s-running" in card
             answered = await answer_form(client, request.run_id, request.id, {"answer": "true"})
-            assert answered.status_code == 200 and "Answered" in answered.text
-            assert "takes the answer at its next barrier" in answered.text
+            assert answered.status_code == 200 and "Approved." in answered.text
+            assert "The run takes your answer at its next step." in answered.text
         gate.set()  # the research ends; the executor takes the answer at its barrier
         result = await asyncio.wait_for(running, 30)
     assert result.status is RunStatus.COMPLETED, result.error

@@ -23,7 +23,7 @@ async def test_the_approval_page_shows_each_argument_and_runs_the_edited_call(
         page = await client.get(path_of(url))
         assert page.status_code == 200
         assert "<h1>Approve refund</h1>" in page.text
-        assert "<th>tool</th><td>refund</td>" in page.text
+        assert "<th>Tool</th><td>refund</td>" in page.text
         order = re.search(r'name="answer/arguments/order" type="text" value="([^"]*)"', page.text)
         amount = re.search(r'name="answer/arguments/amount" type="text" value="([^"]*)"', page.text)
         assert order and amount and (order.group(1), amount.group(1)) == ("A-7", "40")

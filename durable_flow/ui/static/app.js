@@ -32,6 +32,23 @@
     if (remove) remove.closest(".row").remove();
   });
 
+  // A problem shown beside a field goes once that field is changed: the page never shows
+  // an old problem next to a new value (sending the form checks everything again).
+  function clearProblem(event) {
+    var el = event.target;
+    var field = el.closest ? el.closest("[data-field]") : null;
+    while (field) {
+      var name = field.dataset.field;
+      field.classList.remove("invalid");
+      field.querySelectorAll("[data-error-for]").forEach(function (problem) {
+        if (problem.dataset.errorFor === name) problem.remove();
+      });
+      field = field.parentElement ? field.parentElement.closest("[data-field]") : null;
+    }
+  }
+  document.addEventListener("input", clearProblem);
+  document.addEventListener("change", clearProblem);
+
   // Times in the viewer's own time zone (the server writes UTC; the title keeps it).
   function localTimes(root) {
     root.querySelectorAll("time[data-local]").forEach(function (el) {
