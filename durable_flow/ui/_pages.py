@@ -291,7 +291,8 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "mermaid": marked_mermaid(shown, current, [p.node for p in snap.parked])
         if shown is not None else None,
         "current": current, "can_fork": workflow is not None,
-        "live": info.status in (RunStatus.QUEUED, RunStatus.RUNNING),
+        # the page follows every run that may still move: a waiting one moves on an answer
+        "live": info.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED),
         # every open request of a run they may read; a form on those they may answer
         "cards": [card_for(r, person, run=record) for r in head.pending_requests],
         "decisions": await svc.runtime.decisions(run_id),

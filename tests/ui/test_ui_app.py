@@ -208,6 +208,23 @@ async def test_the_run_page_shows_timeline_state_diff_tree_graph_and_histories(
         assert "Blackboard" in inner and "legal" in inner
 
 
+async def test_the_page_of_a_run_that_may_still_move_follows_it_and_a_finished_one_does_not(
+        store_factory: Callable[[], Any]) -> None:
+    waiting = await start(store_factory, uikit.approval, {"topic": "tides"})
+    async with Runtime(store_factory()) as rt:
+        done = await rt.resume(uikit.approval, waiting.run_id,
+                               responses={waiting.pending_requests[0].id: True})
+        assert done.status is RunStatus.COMPLETED
+    other = await start(store_factory, uikit.approval, {"topic": "moon"})
+    assert other.status is RunStatus.WAITING
+    async with serving(store_factory()) as client:
+        # a waiting run moves the moment someone answers: its page polls and reloads then
+        page = (await client.get(f"/runs/{other.run_id}")).text
+        assert 'data-live="1"' in page and 'data-status="waiting"' in page
+        finished = (await client.get(f"/runs/{done.run_id}")).text
+        assert 'data-status="completed"' in finished and "data-live" not in finished
+
+
 async def test_the_timeline_loads_older_checkpoints_a_page_at_a_time(
         store_factory: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> None:
     result = await start(store_factory, uikit.approval, {"topic": "tides"})
