@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,13 +71,30 @@ def _env(project: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), *sys.path])}
 
 
+@contextlib.contextmanager
+def _ctrl_c_delivered() -> Iterator[None]:
+    """Children started inside take Ctrl-C as a terminal's foreground command does.
+
+    A command started in the background of a script (``cmd &``) inherits SIGINT
+    ignored, and an interpreter that starts with it ignored keeps ignoring it;
+    so may this test process. A handler of our own is reset to the default
+    when the child execs, ignored or not, so the child starts with Python's.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.process
 def test_ctrl_c_says_the_run_was_interrupted_and_can_be_resumed(db: Path, project: Path) -> None:
     (project / "slowflow.py").write_text(SLOW)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "durable_flow", "--db", str(db), "run", "slowflow:workflow",
-         "--run-id", "c2"], cwd=project, env=_env(project), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    with _ctrl_c_delivered():
+        child = subprocess.Popen(
+            [sys.executable, "-m", "durable_flow", "--db", str(db), "run", "slowflow:workflow",
+             "--run-id", "c2"], cwd=project, env=_env(project), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (project / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
