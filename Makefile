@@ -31,7 +31,9 @@ $(STAMP): pyproject.toml
 	@# setuptools notes that an editable install of a package with a mapped folder
 	@# (migrations/ ships as durable_flow._migrations) may be shadowed by folders of
 	@# the same name; nothing here is, so that one note is not printed
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e '.[dev]'
+	@# --no-compile: a module's bytecode is written when it is first imported (the tests
+	@# import a fraction of what is installed; compiling all of it took longer than that)
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -41,14 +43,18 @@ $(CHROMIUM):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 # Everything: ruff, mypy and every test (none skipped, none deselected).
-# While mypy checks (one core), the tests are collected once on the other: that writes the
-# bytecode of durable_flow and of the test files as pytest rewrites their asserts, which
-# every test worker would otherwise compile for itself on a fresh clone.
+# mypy checks on one core while the tests run (they leave a core idle often enough); its
+# report follows theirs, and either failing fails the target. Before the workers start,
+# the tests are collected once: that writes the bytecode of durable_flow, its dependencies
+# and the test files (pytest rewrites their asserts), which every test worker would
+# otherwise compile for itself on a fresh clone.
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m ruff check durable_flow tests examples
-	@TMPDIR=$(TEST_TMPDIR) $(BIN)/python -m pytest -q --collect-only -p no:cacheprovider >/dev/null 2>&1 & \
-	  $(BIN)/python -m mypy durable_flow; checked=$$?; wait; exit $$checked
-	TMPDIR=$(TEST_TMPDIR) $(PYTEST)
+	@$(BIN)/python -m mypy durable_flow >$(VENV)/mypy.log 2>&1 & checking=$$!; \
+	  TMPDIR=$(TEST_TMPDIR) $(BIN)/python -m pytest -q --collect-only -p no:cacheprovider >/dev/null 2>&1; \
+	  echo "$(PYTEST)"; TMPDIR=$(TEST_TMPDIR) $(PYTEST); tested=$$?; \
+	  wait $$checking; checked=$$?; echo "mypy durable_flow:"; cat $(VENV)/mypy.log; \
+	  test $$tested -eq 0 -a $$checked -eq 0
 
 # The behaviour tests only: no child process, browser, crash or fleet (under a minute).
 test-fast: $(STAMP)

@@ -68,7 +68,7 @@ def test_a_child_past_its_timeout_is_killed_and_the_server_goes_on(tally_dir: Pa
     with ForkServer(sys.path) as server:
         codes: list[int | None] = []
         waiter = threading.Thread(target=lambda: codes.append(server.run(
-            spec(tally_dir, "safekit:hanging_workflow"), tally_dir / "e", 15)))
+            spec(tally_dir, "safekit:hanging_workflow"), tally_dir / "e", 6)))
         waiter.start()
         pid = int(wait_for_file(tally_dir / "stuck.pid"))  # the child is inside its node
         waiter.join(30)
