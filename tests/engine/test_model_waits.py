@@ -70,8 +70,13 @@ class Spec:
     #: the sub-workflows' own waits in the branch-mode run (the default run: "superstep")
     inner: str = "branch"
 
-    def expected_calls(self) -> collections.Counter[str]:
-        """How many times each task body runs when every wait is met once."""
+    def expected_calls(self, through: set[str] | None = None) -> collections.Counter[str]:
+        """How many times each task body runs when every wait is met once.
+
+        A sleep whose ~0 s had passed by the time it was checked returns at
+        once (``through``: a loaded machine can take that long between two
+        lines), so its task runs once.
+        """
         out: collections.Counter[str] = collections.Counter(start=1, join=1)
         for i, kinds in enumerate(self.branches):
             for j, kind in enumerate(kinds):
@@ -82,7 +87,7 @@ class Spec:
                     out.update({key: 1, f"{key}.each[0]": 1, f"{key}.each[1]": 2})
                     break  # the instances end the branch
                 else:
-                    out[key] = 2 if kind in WAITS else 1
+                    out[key] = 2 if kind in WAITS and key not in (through or ()) else 1
         return out
 
 
@@ -94,6 +99,7 @@ class Recorder:
     waiting: set[str] = field(default_factory=set)  # keys whose event/timer wait began
     met: set[str] = field(default_factory=set)  # keys whose answer, event or timer came
     due: dict[str, float] = field(default_factory=dict)  # a sleep's wake time (monotonic)
+    through: set[str] = field(default_factory=set)  # sleeps already over when first checked
 
     def check_runs_again_only_when_met(self) -> None:
         now = time.monotonic()
@@ -122,6 +128,8 @@ def _waiter(rec: Recorder, key: str, kind: str) -> Any:
         else:
             rec.due.setdefault(key, time.monotonic() + 0.005)
             await ctx.sleep(0.005)
+            if rec.calls[key] == 1:
+                rec.through.add(key)
             got = "slept"
         return {"log": [f"{key}={got}"]}
     return wait
@@ -306,12 +314,13 @@ async def scenario(spec: Spec, plan: Plan) -> None:
         assert (await rt.get_state("branch")).parked == ()
         assert len(forks) == len(forked) <= 1
         for frec in forked:  # a fork runs what was left at its checkpoint, each task once more
-            over = {k: n for k, n in frec.calls.items() if n > spec.expected_calls()[k]}
+            over = {k: n for k, n in frec.calls.items()
+                    if n > spec.expected_calls(frec.through)[k]}
             assert spec.exit or not over, (spec, over)
         if spec.exit:
             assert rec.calls["fin"] == 1 and rec.calls["join"] <= 1
             return
-        assert rec.calls == spec.expected_calls(), (spec, dict(rec.calls))
+        assert rec.calls == spec.expected_calls(rec.through), (spec, dict(rec.calls))
         # the default mode, answered in a fixed order, with the same update
         drec = Recorder()
         fixed = Plan(None, update_at=0 if plan.updated else -1)
@@ -324,7 +333,7 @@ async def scenario(spec: Spec, plan: Plan) -> None:
         assert d.state.log.count("upd") == fixed.updated
         logs = [[x for x in run.state.log if x != "upd"] for run in (r, d)]
         assert collections.Counter(logs[0]) == collections.Counter(logs[1]), spec
-        assert drec.calls == rec.calls
+        assert drec.calls == spec.expected_calls(drec.through), (spec, dict(drec.calls))
 
 
 @settings(settings.get_profile(PROFILE))
