@@ -196,3 +196,39 @@ async def test_error_pages_say_what_is_wrong_without_class_names() -> None:
     text = visible_text(start.text)
     assert "queued" not in text and "worker" not in text and "Blackboard" not in text
     assert "the run starts here" in text
+
+
+class Expense(Blackboard):
+    claimant: str
+    amount: int = 0
+    reason: str = ""
+    approved: bool | None = None  # the run decides it
+    decided_by: str = ""  # written by a node that says so (produces=)
+
+
+def expense_flow() -> Any:
+    b = WorkflowBuilder("claim", state=Expense)
+
+    @b.node(produces=["approved", "decided_by"])
+    async def decide(state: Expense) -> dict[str, Any]:
+        return {"approved": state.amount < 100, "decided_by": "policy"}
+
+    b.set_entry("decide").add_edge("decide", END)
+    return b.build()
+
+
+async def test_the_start_form_offers_only_what_the_person_starting_the_run_gives() -> None:
+    store = MemoryStore()
+    async with Runtime(store) as rt, app_on(store, expense_flow()) as client:
+        page = await client.get("/start/claim", headers=FAY)
+        offered = set(re.findall(r'name="answer/([a-z_]+)"', page.text))
+        sent = await client.post("/start/claim", headers=FAY, data={
+            "csrf_token": csrf_of(page.text), "answer/claimant": "fay", "answer/amount": "40",
+            "answer/reason": "taxi"})
+        assert sent.status_code == 303, sent.text
+        run_id = sent.headers["location"].rsplit("/", 1)[-1]
+        await rt.wait(run_id, timeout=10)
+        values = (await rt.get_state(run_id)).values
+    # the run fills in approved (default None) and decided_by (produces=); claimant is required
+    assert offered == {"claimant", "amount", "reason"}
+    assert (values["claimant"], values["reason"], values["approved"]) == ("fay", "taxi", True)
