@@ -8,7 +8,7 @@ post, without JavaScript, gets a redirect or a whole page instead).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -300,7 +300,7 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         # every open request of a run they may read; a form on those they may answer
         "cards": cards, "started_by": record.started_by if record is not None else None,
         "summary": run_summary(info, cards, served=svc.workflows.get(
-            (info.workflow_name, info.workflow_version)) is not None),
+            (info.workflow_name, info.workflow_version)) is not None, steps=head.next_tasks),
         "decisions": await _decision_lines(svc, run_id),
         # a task waiting for a grant of a limit: "waiting for api: 2 of 2 in use"
         "limit_waits": await limit_waits(svc.runtime.store, run_id)
@@ -308,11 +308,13 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "is_admin": sees_all(request.state.principal), "may_change": may_change})
 
 
-def run_summary(info: RunInfo, cards: list[RequestCard], *, served: bool) -> str:
+def run_summary(info: RunInfo, cards: list[RequestCard], *, served: bool,
+                steps: Sequence[str] = ()) -> str:
     """Where the run stands, in a finance approver's words: the run page's first line.
 
     ``cards`` are its open requests as the viewer sees them (a form on the ones
-    theirs to answer); ``served`` says whether this app's own worker runs it.
+    theirs to answer); ``served`` says whether this app's own worker runs it;
+    ``steps`` are the steps at work (of a running run).
     """
     status = info.status
     asked = "; ".join(f"\u201c{c.request.title or c.request.node}\u201d"
@@ -325,7 +327,9 @@ def run_summary(info: RunInfo, cards: list[RequestCard], *, served: bool) -> str
         return ("Waiting: it goes on by itself when the time it waits for comes or the event "
                 "it waits for arrives.")
     if status is RunStatus.RUNNING:
-        going = "Running: its steps are at work."
+        going = ("Running: its steps are at work." if not steps else
+                 f"Running: step {steps[0]} is at work." if len(steps) == 1 else
+                 f"Running: steps {', '.join(steps)} are at work.")
         return going + (f" It also waits for {many}{asked}." if cards else "")
     if status is RunStatus.QUEUED:
         return "Queued: " + ("it starts in a moment." if served else

@@ -234,8 +234,8 @@ class DecisionLine:
         return {**self.decision.body(), "digest": self.decision.digest}
 
 
-_VIA = {"api": "through the API", "cli": "from the command line", "ui": "in the web app",
-        "link": "from a signed link"}
+# how an act came, where that says something to the person reading (an API call does not)
+_VIA = {"cli": "from the command line", "ui": "in the web app", "link": "from a signed link"}
 
 _RUN_ACTS = {"cancel": "Cancelled the run", "fork": "Started this run as a copy of another",
              "update": "Changed the run's data", "pause": "Paused the run",

@@ -97,6 +97,7 @@ async def test_a_card_reads_title_who_asked_and_amount_first_in_plain_words() ->
     assert title < text.index("asked by erik") < text.index("Amount 900") < text.index(run.run_id)
     assert "Cost Center" in text and "Claimant erik" in text
     assert text.count("Approve 900 EUR for erik?") == 1  # the question is the title, once
+    assert f"run {run.run_id} · step approve" in text  # the step says what it is
 
 
 async def test_after_approve_or_reject_the_page_says_what_happens_next() -> None:
@@ -263,7 +264,7 @@ async def test_the_decisions_read_as_sentences_and_keep_the_records_folded() -> 
     assert ("fay Rejected \u201cApprove 900 EUR for erik?\u201d in the web app "
             "Note no bill Cost center 4711 receipt missing") in shown
     for engineer in (rid, '"', "{", "answer", "api", "ui", "reassign"):  # no ids, JSON or kinds
-        assert engineer not in shown, engineer
+        assert engineer not in shown.lower(), engineer
     raw = re.search(r'<details class="raw">(.*?)</details>', trail, re.S)
     assert raw and '"cost_center": 4711' in html.unescape(raw.group(1))
     assert rid in html.unescape(raw.group(1))  # the stored records stay there for engineers
