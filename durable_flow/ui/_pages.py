@@ -8,7 +8,7 @@ post, without JavaScript, gets a redirect or a whole page instead).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -19,6 +19,7 @@ from ..errors import DurableFlowError, InvalidResponseError, NotAuthorizedError
 from ..model._access import allows
 from ..model._approvals import Principal, permits
 from ..model._records import PendingRequest, RunInfo, RunStatus
+from ..runtime._inspect import to_pending
 from ..runtime._limits import limit_waits
 from ..runtime.people._users import Users
 from ..store._protocols import RunRecord
@@ -30,6 +31,8 @@ from ._service import UiService
 from ._sessions import Sessions
 from ._throttle import LoginThrottle
 from ._views import (
+    DecisionLine,
+    decision_line,
     diff_values,
     field_label,
     marked_mermaid,
@@ -40,7 +43,7 @@ from ._views import (
 )
 
 __all__ = ["COMMENT_FIELD", "CsrfError", "RequestCard", "card_for", "read_comment", "render",
-           "router"]
+           "router", "run_summary"]
 
 COMMENT_FIELD = "comment"
 """The answer forms' optional comment, recorded with the decision (answer fields are ``answer...``)."""
@@ -282,6 +285,7 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
     workflow = svc.workflow_for(info)
     shown = subworkflow_at(workflow, snap.namespace) if workflow is not None else None
     current = snap.next_tasks if not cp else ()
+    cards = [card_for(r, person, run=record) for r in head.pending_requests]
     return render(request, "run.html", {
         "info": info, "snap": snap, "head": head, "history": history, "ns": ns,
         "cp": cp or snap.checkpoint_id,  # the selected checkpoint: the head by default
@@ -294,12 +298,64 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         # the page follows every run that may still move: a waiting one moves on an answer
         "live": info.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED),
         # every open request of a run they may read; a form on those they may answer
-        "cards": [card_for(r, person, run=record) for r in head.pending_requests],
-        "decisions": await svc.runtime.decisions(run_id),
+        "cards": cards, "started_by": record.started_by if record is not None else None,
+        "summary": run_summary(info, cards, served=svc.workflows.get(
+            (info.workflow_name, info.workflow_version)) is not None, steps=head.next_tasks),
+        "decisions": await _decision_lines(svc, run_id),
         # a task waiting for a grant of a limit: "waiting for api: 2 of 2 in use"
         "limit_waits": await limit_waits(svc.runtime.store, run_id)
         if info.status is RunStatus.RUNNING else [],
         "is_admin": sees_all(request.state.principal), "may_change": may_change})
+
+
+def run_summary(info: RunInfo, cards: list[RequestCard], *, served: bool,
+                steps: Sequence[str] = ()) -> str:
+    """Where the run stands, in a finance approver's words: the run page's first line.
+
+    ``cards`` are its open requests as the viewer sees them (a form on the ones
+    theirs to answer); ``served`` says whether this app's own worker runs it;
+    ``steps`` are the steps at work (of a running run).
+    """
+    status = info.status
+    asked = "; ".join(f"\u201c{c.request.title or c.request.node}\u201d"
+                      + (" (yours to answer, below)" if c.form is not None
+                         else f" (for {_whose(c.request)})") for c in cards)
+    many = f"{len(cards)} answers: " if len(cards) > 1 else "an answer to "
+    if status is RunStatus.WAITING:
+        if cards:
+            return f"Waiting for {many}{asked}."
+        return ("Waiting: it goes on by itself when the time it waits for comes or the event "
+                "it waits for arrives.")
+    if status is RunStatus.RUNNING:
+        going = ("Running: its steps are at work." if not steps else
+                 f"Running: step {steps[0]} is at work." if len(steps) == 1 else
+                 f"Running: steps {', '.join(steps)} are at work.")
+        return going + (f" It also waits for {many}{asked}." if cards else "")
+    if status is RunStatus.QUEUED:
+        return "Queued: " + ("it starts in a moment." if served else
+                             f"it starts as soon as the service that runs {info.workflow_name} "
+                             "picks it up.")
+    if status is RunStatus.PAUSED:
+        why = f" ({info.pause_reason})" if info.pause_reason else ""
+        return f"Paused{why}: nothing moves until someone who runs it lets it go on."
+    if status is RunStatus.FAILED:
+        step = f" (step {info.error.node})" if info.error is not None and info.error.node else ""
+        return (f"Stopped: a step failed{step}. Whoever looks after the {info.workflow_name} "
+                "workflow sees why below.")
+    if status is RunStatus.CANCELLED:
+        return "Cancelled: it does not go on."
+    return "Finished."
+
+
+async def _decision_lines(svc: UiService, run_id: str) -> list[DecisionLine]:
+    """The run's decisions in words, each naming its request by title."""
+    decisions = await svc.runtime.decisions(run_id)
+    if not any(d.request_id for d in decisions):
+        return [decision_line(d, {}) for d in decisions]
+    schemas: dict[bytes, dict[str, Any]] = {}
+    titles = {row.id: to_pending(row, schemas).title
+              for row in await svc.runtime.store.get_requests(run_id) if row.kind == "request"}
+    return [decision_line(d, titles) for d in decisions]
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)

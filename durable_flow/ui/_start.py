@@ -2,7 +2,8 @@
 
 For the workflows the app serves (``durable-flow ui MODULE:WORKFLOW``) the
 page ``/start`` lists them and ``/start/{workflow}`` shows a form generated
-from the workflow's blackboard (its fields but the global ``messages``),
+from the workflow's input (:func:`input_schema`: the blackboard fields a
+person starting the run gives, not the ones the run fills in itself),
 checked on the server like an answer form. Sending it queues the run
 (``Runtime.submit``) for the app's own worker, recorded
 ``started_by`` the person who sent it (``admin`` for the app's
@@ -28,7 +29,7 @@ from ._models import RunOut
 from ._pages import _checked_form, render
 from ._service import UiService
 
-__all__ = ["StartIn", "api_router", "input_schema", "router"]
+__all__ = ["StartIn", "api_router", "input_schema", "router", "run_outputs"]
 
 Service = Annotated[UiService, Depends(service)]
 router = APIRouter(include_in_schema=False)
@@ -48,13 +49,32 @@ def served(svc: UiService) -> dict[str, Workflow]:
 
 
 def input_schema(workflow: Workflow) -> dict[str, Any]:
-    """The JSON Schema of a workflow's input: its blackboard without ``messages``."""
+    """The JSON Schema of a workflow's input: the blackboard fields a person gives.
+
+    A field the run fills in itself is left out: the global ``messages``, a
+    field a node declares it writes (``produces=``, an agent's or a
+    transform's output, a sub-workflow's ``outputs``) and a field whose
+    default is ``None`` (``approved: bool | None = None``: not known until
+    the run decides it). A field without a default is always offered (the
+    run cannot start without it). The rest keep their defaults, so the
+    form shows what a run started without them would hold.
+    """
     schema = dict(workflow.state.model_json_schema())
-    properties = {k: v for k, v in schema.get("properties", {}).items() if k != "messages"}
-    schema["properties"] = properties
-    schema["required"] = [k for k in schema.get("required", ()) if k != "messages"]
+    required = [k for k in schema.get("required", ()) if k != "messages"]
+    outputs = run_outputs(workflow)
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items()
+                            if k in required or k not in outputs}
+    schema["required"] = required
     schema.setdefault("title", workflow.name)
     return schema
+
+
+def run_outputs(workflow: Workflow) -> frozenset[str]:
+    """The blackboard fields the run fills in itself (see :func:`input_schema`)."""
+    written = {name for spec in workflow.nodes.values() for name in spec.produces or ()}
+    unset = {name for name, info in workflow.state.model_fields.items()
+             if not info.is_required() and info.default_factory is None and info.default is None}
+    return frozenset({"messages", *written, *unset})
 
 
 def _workflow(svc: UiService, name: str) -> Workflow:

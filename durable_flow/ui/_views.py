@@ -16,14 +16,17 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ..building._diagram import to_mermaid
-from ..model._approvals import Principal, permits
+from ..model._approvals import ROLE_PREFIX, Principal, permits
+from ..model._decisions import Decision
 from ..model._graph import Workflow
 from ..model._records import PendingRequest, RunStatus
 from ..model._task_id import TaskId
 
 __all__ = [
     "Change",
+    "DecisionLine",
     "TreeNode",
+    "decision_line",
     "diff_values",
     "field_label",
     "marked_mermaid",
@@ -211,3 +214,82 @@ def visible(requests: Sequence[PendingRequest], person: Principal | None,
         return [r for r in requests if tab != "mine" or not (r.assignees or r.roles)]
     theirs = [r for r in requests if permits(person, r.assignees, r.roles)]
     return [r for r in theirs if r.assignees or r.roles] if tab == "mine" else theirs
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionLine:
+    """One decision of a run's audit trail in plain words (the raw record kept beside it)."""
+
+    decision: Decision
+    who: str
+    """Who decided: a person's id, "policy NAME", or "automatic" for the runtime."""
+    what: str
+    """What happened, in a sentence: 'Approved "Approve 900 EUR for erik?" in the web app'."""
+    fields: list[tuple[str, Any]]
+    """The answer's other fields as (label, value) rows (a yes/no is said in ``what``)."""
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The record as stored, for engineers (``durable-flow audit RUN --json`` prints it)."""
+        return {**self.decision.body(), "digest": self.decision.digest}
+
+
+# how an act came, where that says something to the person reading (an API call does not)
+_VIA = {"cli": "from the command line", "ui": "in the web app", "link": "from a signed link"}
+
+_RUN_ACTS = {"cancel": "Cancelled the run", "fork": "Started this run as a copy of another",
+             "update": "Changed the run's data", "pause": "Paused the run",
+             "unpause": "Let the paused run go on", "import": "Brought the run in from an export"}
+
+
+def decision_line(d: Decision, titles: Mapping[str, str]) -> DecisionLine:
+    """``d`` in words; ``titles`` holds the run's request titles by request id."""
+    title = titles.get(d.request_id) or (f"the request of step {d.node}" if d.node else "")
+    asked = f"\u201c{title}\u201d"
+    via = _VIA.get(d.via)
+    how = f" {via}" if via else ""
+    if d.by is None:
+        who = "automatic" if d.via in ("runtime", "policy") else "someone not signed in"
+    elif d.by.startswith("policy:"):
+        who = "policy " + d.by.removeprefix("policy:")
+    else:
+        who = d.by
+    fields: list[tuple[str, Any]] = []
+    if d.kind in ("answer", "policy"):
+        said = verdict(d.answer)
+        verb = {"Approved.": "Approved", "Rejected.": "Rejected"}.get(said, "Answered")
+        fields = _answer_fields(d.answer, flagged=verb != "Answered")
+        what = f"{verb} {asked}" + (" automatically, by a rule of the workflow"
+                                    if d.kind == "policy" else how)
+    elif d.kind in ("escalation", "reassign"):
+        whom = _targets(d.answer)
+        what = (f"Nobody answered {asked} by its deadline: passed on to {whom}"
+                if d.kind == "escalation" else f"Gave {asked} to {whom}{how}")
+    elif d.kind == "timeout":
+        what = f"Nobody answered {asked} by its deadline: it closed without an answer"
+    elif d.kind == "withdrawn":
+        what = f"Withdrew {asked}: the run finished without needing the answer"
+    else:
+        what = _RUN_ACTS.get(d.kind, f"{d.kind.capitalize()} the run") + how
+        fields = _answer_fields(d.answer, flagged=False)
+    return DecisionLine(d, who, what, fields)
+
+
+def _targets(answer: Any) -> str:
+    """Whom an escalation or reassignment names: "mia, role manager" (or "nobody")."""
+    if not isinstance(answer, Mapping):
+        return "nobody"
+    people = [str(p) for p in answer.get("assignees") or ()]
+    roles = [f"role {str(r).removeprefix(ROLE_PREFIX)}" for r in answer.get("roles") or ()]
+    return ", ".join([*people, *roles]) or "nobody"
+
+
+def _answer_fields(answer: Any, *, flagged: bool) -> list[tuple[str, Any]]:
+    """An answer as (label, value) rows, without the yes/no the verb says nor empty fields."""
+    if answer is None or (flagged and isinstance(answer, bool)):
+        return []
+    if not isinstance(answer, Mapping):
+        return [("Answer", answer)]
+    return [(field_label(k), v) for k, v in answer.items()
+            if v not in (None, "")  # a field left empty says nothing
+            and not (flagged and isinstance(v, bool) and str(k).lower() in _APPROVAL_KEYS)]

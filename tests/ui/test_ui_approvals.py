@@ -219,7 +219,7 @@ async def test_the_answer_forms_record_a_comment_shown_on_the_run_page(
         ("fay", "ui", None)]
     async with app_on(store_factory()) as client:
         page = await client.get(f"/runs/{by_inbox[0]}", headers=ADMIN)
-        assert "<td>within budget\nsecond line</td>" in page.text
+        assert "<td class=\"comment\">within budget\nsecond line</td>" in page.text
 
 
 async def test_a_bearer_jwt_names_the_principal(

@@ -117,11 +117,12 @@ def test_links_roles_escalation_policy_and_the_audit(browser: Browser, tmp_path:
             rows = admin.locator("section.decisions tr[data-kind]")
             expect(rows.first).to_be_visible()
             audit[name] = rows.all_inner_texts()
-        assert "policy" in audit["small"][0] and "policy:small" in audit["small"][0]
-        assert "alice" in audit["linked"][0] and "link" in audit["linked"][0]
+        assert "policy small" in audit["small"][0] and "automatically" in audit["small"][0]
+        assert "alice" in audit["linked"][0] and "from a signed link" in audit["linked"][0]
         assert "receipt is in the mail" in audit["linked"][0]
-        assert "escalation" in audit["escalating"][0] and "runtime" in audit["escalating"][0]
-        assert "mia" in audit["escalating"][1] and "ui" in audit["escalating"][1]
+        assert "automatic" in audit["escalating"][0]
+        assert "by its deadline: passed on to role manager" in audit["escalating"][0]
+        assert "mia" in audit["escalating"][1] and "in the web app" in audit["escalating"][1]
         assert "over the limit, but agreed" in audit["escalating"][1]
         # times in the viewer's zone; the title keeps UTC
         shown = admin.locator("section.decisions time").first

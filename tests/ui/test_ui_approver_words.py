@@ -20,7 +20,7 @@ import httpx
 import jwt as pyjwt
 from pydantic import BaseModel, Field
 
-from durable_flow import END, Blackboard, MemoryStore, Runtime, WorkflowBuilder
+from durable_flow import END, Blackboard, MemoryStore, Policy, Runtime, WorkflowBuilder
 from durable_flow.ui import create_app
 from durable_flow.ui._bearer import JwtVerifier
 
@@ -97,6 +97,7 @@ async def test_a_card_reads_title_who_asked_and_amount_first_in_plain_words() ->
     assert title < text.index("asked by erik") < text.index("Amount 900") < text.index(run.run_id)
     assert "Cost Center" in text and "Claimant erik" in text
     assert text.count("Approve 900 EUR for erik?") == 1  # the question is the title, once
+    assert f"run {run.run_id} · step approve" in text  # the step says what it is
 
 
 async def test_after_approve_or_reject_the_page_says_what_happens_next() -> None:
@@ -196,3 +197,111 @@ async def test_error_pages_say_what_is_wrong_without_class_names() -> None:
     text = visible_text(start.text)
     assert "queued" not in text and "worker" not in text and "Blackboard" not in text
     assert "the run starts here" in text
+
+
+class Expense(Blackboard):
+    claimant: str
+    amount: int = 0
+    reason: str = ""
+    approved: bool | None = None  # the run decides it
+    decided_by: str = ""  # written by a node that says so (produces=)
+
+
+def expense_flow() -> Any:
+    b = WorkflowBuilder("claim", state=Expense)
+
+    @b.node(produces=["approved", "decided_by"])
+    async def decide(state: Expense) -> dict[str, Any]:
+        return {"approved": state.amount < 100, "decided_by": "policy"}
+
+    b.set_entry("decide").add_edge("decide", END)
+    return b.build()
+
+
+async def test_the_start_form_offers_only_what_the_person_starting_the_run_gives() -> None:
+    store = MemoryStore()
+    async with Runtime(store) as rt, app_on(store, expense_flow()) as client:
+        page = await client.get("/start/claim", headers=FAY)
+        offered = set(re.findall(r'name="answer/([a-z_]+)"', page.text))
+        sent = await client.post("/start/claim", headers=FAY, data={
+            "csrf_token": csrf_of(page.text), "answer/claimant": "fay", "answer/amount": "40",
+            "answer/reason": "taxi"})
+        assert sent.status_code == 303, sent.text
+        run_id = sent.headers["location"].rsplit("/", 1)[-1]
+        await rt.wait(run_id, timeout=10)
+        values = (await rt.get_state(run_id)).values
+    # the run fills in approved (default None) and decided_by (produces=); claimant is required
+    assert offered == {"claimant", "amount", "reason"}
+    assert (values["claimant"], values["reason"], values["approved"]) == ("fay", "taxi", True)
+
+
+def section(page: str, css_class: str) -> str:
+    found = re.search(rf'<section class="{css_class}">(.*?)</section>', page, re.S)
+    assert found, page
+    return found.group(1)
+
+
+async def test_the_decisions_read_as_sentences_and_keep_the_records_folded() -> None:
+    store = MemoryStore()
+    async with Runtime(store) as rt:
+        run = await rt.run(claim_flow(), {"claimant": "erik", "amount": 900}, by="erik")
+        rid = run.pending_requests[0].id
+        await rt.reassign(run.run_id, rid, roles=["finance"], by="admin")
+        small = await rt.run(claim_flow(roles=["finance"], policy=Policy(
+            "small", "amount < 100", {"approved": True, "cost_center": 1})),
+            {"claimant": "ida", "amount": 50})
+        async with app_on(store) as client:
+            csrf = csrf_of((await client.get("/", headers=FAY)).text)
+            await client.post("/respond", headers={**FAY, "hx-request": "true"}, data={
+                "csrf_token": csrf, "run_id": run.run_id, "request_id": rid,
+                "answer/approved": "false", "answer/note": "no bill", "answer/cost_center": "4711",
+                "comment": "receipt missing"})
+            page = (await client.get(f"/runs/{run.run_id}", headers=ADMIN)).text
+            by_policy = (await client.get(f"/runs/{small.run_id}", headers=ADMIN)).text
+    trail = section(page, "decisions")
+    shown = visible_text(re.sub(r"<details.*?</details>", "", trail, flags=re.S))
+    assert "admin Gave \u201cApprove 900 EUR for erik?\u201d to role finance" in shown
+    assert ("fay Rejected \u201cApprove 900 EUR for erik?\u201d in the web app "
+            "Note no bill Cost center 4711 receipt missing") in shown
+    for engineer in (rid, '"', "{", "answer", "api", "ui", "reassign"):  # no ids, JSON or kinds
+        assert engineer not in shown.lower(), engineer
+    raw = re.search(r'<details class="raw">(.*?)</details>', trail, re.S)
+    assert raw and '"cost_center": 4711' in html.unescape(raw.group(1))
+    assert rid in html.unescape(raw.group(1))  # the stored records stay there for engineers
+    policy = visible_text(section(by_policy, "decisions"))
+    assert ("policy small Approved \u201cApprove 50 EUR for ida?\u201d automatically, by a rule of "
+            "the workflow Cost center 1 The records") in policy  # a field left empty is not shown
+
+
+def run_text(page: str) -> str:
+    """The words of a run page, from its heading on (not the window's title)."""
+    return visible_text(page[page.index('<div id="run-main"'):])
+
+
+async def test_the_run_page_says_where_the_run_stands_before_its_internals() -> None:
+    store = MemoryStore()
+    async with Runtime(store) as rt:
+        run = await rt.run(claim_flow(), {"claimant": "erik", "amount": 900}, by="erik")
+        other = await rt.run(claim_flow(roles=["manager"]), {"claimant": "fay", "amount": 80},
+                             by="fay")
+        async with app_on(store) as client:
+            mine = run_text((await client.get(f"/runs/{run.run_id}", headers=FAY)).text)
+            theirs = run_text((await client.get(f"/runs/{other.run_id}", headers=FAY)).text)
+        async with app_on(store, claim_flow()) as client:
+            csrf = csrf_of((await client.get("/", headers=FAY)).text)
+            await client.post("/respond", headers=FAY, data={
+                "csrf_token": csrf, "run_id": run.run_id,
+                "request_id": run.pending_requests[0].id, "answer/approved": "true",
+                "answer/cost_center": "7"})
+            await rt.wait(run.run_id, timeout=10)
+            done = run_text((await client.get(f"/runs/{run.run_id}", headers=FAY)).text)
+    summary = ("Waiting for an answer to \u201cApprove 900 EUR for erik?\u201d "
+               "(yours to answer, below).")
+    assert mine.index("expense started by erik") < mine.index(summary) < mine.index(run.run_id)
+    first = mine.index(summary)
+    assert first < mine.index("Send answer") < mine.index("Inside the run")
+    for internal in ("Superstep timeline", "Blackboard", "Graph", "Node histories"):
+        assert mine.index("Inside the run") < mine.index(internal), internal  # all still there
+    assert ("Waiting for an answer to \u201cApprove 80 EUR for fay?\u201d (for role manager)."
+            in theirs)
+    assert "Finished." in done and done.index("Finished.") < done.index("Decisions")

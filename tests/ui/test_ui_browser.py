@@ -237,6 +237,8 @@ def test_tokens_appear_live_on_the_run_page(page: Page, url: str, db: Path) -> N
             page.goto(f"{url}/runs/{run_id}")
             log = page.locator("#stream-log")
             expect(log).to_contain_text("writer Tides turn twice")
+            expect(page.locator("#stream")).to_be_visible()  # shown once something streamed
+            expect(page.locator("#run-summary")).to_have_text("Running: step writer is at work.")
             # the model is still holding mid-reply: what shows came live, not from the result
             assert state(db, run_id)[0] is RunStatus.RUNNING
             expect(log).not_to_contain_text("day.")

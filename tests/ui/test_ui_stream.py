@@ -96,3 +96,8 @@ async def test_the_run_page_has_a_stream_section_outside_the_refreshed_part() ->
         page = (await client.get(f"/runs/{run.run_id}")).text
     main_end = page.index('id="stream"')
     assert page.index('id="run-main"') < main_end and 'data-run="' + run.run_id in page[main_end:]
+    # after the summary, requests and decisions, before the internals (refreshed apart from it);
+    # hidden until something streams (most runs never do)
+    assert page.index('id="run-summary"') < main_end
+    assert main_end < page.index('id="run-inside"') < page.index("Superstep timeline")
+    assert re.search(r'<section id="stream" data-run="[^"]+" hidden>', page)

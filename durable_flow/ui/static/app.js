@@ -81,7 +81,12 @@
         if (run.head_checkpoint_id === (main.dataset.head || null) && run.status === main.dataset.status) {
           return setTimeout(watch, 1000);
         }
+        // the run's summary part, then its internals (the stream between them is kept)
         htmx.ajax("GET", window.location.href, { target: "#run-main", select: "#run-main", swap: "outerHTML" })
+          .then(function () {
+            if (!document.getElementById("run-inside")) return null;
+            return htmx.ajax("GET", window.location.href, { target: "#run-inside", select: "#run-inside", swap: "outerHTML" });
+          })
           .then(function () { setTimeout(watch, 1000); });
       })
       .catch(function () { setTimeout(watch, 2000); });
@@ -103,19 +108,32 @@
       var entry = JSON.parse(event.data);
       var empty = document.getElementById("stream-empty");
       if (empty) empty.remove();
+      box.hidden = false;  // shown once something streamed: most runs never stream
       if (entry.kind === "model_delta") return delta(entry);
       var line = document.createElement("div");
       line.className = "tool " + entry.kind;
       var d = entry.data;
-      line.textContent = entry.node + (entry.kind === "tool_started"
-        ? " → " + d.tool + "(" + JSON.stringify(d.arguments || {}) + ")"
-        : " ← " + d.tool + (d.error ? " failed: " + d.error : ": " + (d.result || "")));
+      // in words: "checker uses receipts (claimant: erik)", "receipts answered: ..."
+      line.textContent = entry.kind === "tool_started"
+        ? entry.node + " uses " + d.tool + words(d.arguments)
+        : d.tool + (d.error ? " failed: " + d.error : " answered: " + text(d.result));
       log.appendChild(line);
     });
     source.addEventListener("end", function () {
       source.close();
       state.textContent = "ended";
     });
+
+    function text(value) {
+      if (value === undefined || value === null) return "";
+      return typeof value === "string" ? value : JSON.stringify(value);
+    }
+
+    function words(args) {
+      var keys = Object.keys(args || {});
+      if (!keys.length) return "";
+      return " (" + keys.map(function (k) { return k.replace(/_/g, " ") + ": " + text(args[k]); }).join(", ") + ")";
+    }
 
     function delta(entry) {
       var key = [entry.namespace, entry.node, entry.superstep, entry.data.round].join("|");
