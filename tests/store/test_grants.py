@@ -14,10 +14,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 
 from durable_flow.store._flow_protocols import GrantDecision, LimitUse
-from durable_flow.store.postgres import _grants
+from durable_flow.store.postgres import _grants, _postgres
 from durable_flow.store.sql import _flow
 from durable_flow.store.sql._flow import PACED, WAITED_LONGER
 
@@ -200,3 +201,28 @@ async def test_requests_at_once_take_no_more_than_the_slots(store: Any) -> None:
     assert sum(d.granted for d in decisions) == 3
     assert await store.limit_use("api") == LimitUse("api", 3, 21)
     assert {d.reason for d in decisions if not d.granted} <= {"3 of 3 in use", WAITED_LONGER}
+
+
+async def test_a_grant_whose_reply_was_lost_runs_again_and_finds_itself_held(
+        pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the statement committed, then the connection went: the driver cannot tell, and sends
+    # it again (the statement is its own transaction); asking again for a grant held is safe
+    real = _postgres.write_alone
+    replies: list[Any] = []
+
+    async def reply_lost(tx: Any, perform: Any) -> Any:
+        value = await real(tx, perform)
+        replies.append(value)
+        if len(replies) % 2:
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed")
+        return value
+
+    monkeypatch.setattr(_postgres, "write_alone", reply_lost)
+    assert await ask(pg, "g1", concurrency=1) == GrantDecision(True, LimitUse("api", 1, 0))
+    assert replies == [GrantDecision(True, LimitUse("api", 1, 0))] * 2
+    assert await ask(pg, "g2", concurrency=1) == GrantDecision(
+        False, LimitUse("api", 1, 1), None, "1 of 1 in use")
+    await pg.release_grant("g1", "api")
+    assert len(replies) == 6  # the release ran twice too, changing nothing the second time
+    assert await pg.limit_use("api") == LimitUse("api", 0, 1)
+    assert await ask(pg, "g2", concurrency=1) == GrantDecision(True, LimitUse("api", 1, 0))
