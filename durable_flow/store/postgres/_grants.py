@@ -2,10 +2,11 @@
 
 The usual grant is a transaction of five statements (the limit's row
 locked, the request read, inserted or renewed, the grants held and waited
-for counted, the grant taken), seven round trips with BEGIN and COMMIT.
-Here it is one: ``SELECT ... FROM durable_flow_request_grant(...)``, the
-plpgsql function of migration 0021, which runs those statements on the
-server in the same order under the same lock. Each of them sees what
+for counted, the grant taken; one more per rate window), seven round trips
+or more with BEGIN and COMMIT. Here it is one: ``SELECT ... FROM
+durable_flow_request_grant(...)``, the plpgsql function of migration 0021,
+which runs those statements on the server in the same order under the same
+lock. Each of them sees what
 committed before it started, as in the transaction, so a request that
 waited for the lock counts the grant its predecessor took, and the limit
 holds across every worker. The function decides at the caller's clock

@@ -253,9 +253,9 @@ class _PostgresDriver:
             if alone:
                 return cast(T, await self._alone(conn, tx))
             if not write:  # a read of one statement needs no BEGIN/COMMIT (_reads.py)
-                alone, value = await read_alone(conn, tx, partial(self._perform, conn),
-                                                self._closed, _ConnectionLost)
-                if alone:
+                read, value = await read_alone(conn, tx, partial(self._perform, conn),
+                                               self._closed, _ConnectionLost)
+                if read:
                     return cast(T, value)
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
