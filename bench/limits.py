@@ -3,6 +3,9 @@
 1. Grant overhead: ``request_grant`` then ``release_grant`` of one limit with a
    free slot, sequentially, on one ``PostgresStore`` (what a task with
    ``uses=`` adds to its run); median and p90 per pair, and per grant alone.
+   Beside them, the floor any write pays: one statement that writes a row,
+   committed alone (its WAL flush), measured on the same store in turns
+   with the pairs, and the load average of the machine.
 2. Throughput: two workers (one process, two stores) run ``RUNS`` runs of a
    node that uses ``api=Limit(per_second=RATE)`` and does nothing else; the
    achieved grants per second over the window from the first to the last
@@ -15,6 +18,7 @@ Usage: ``python bench/limits.py postgresql://postgres@127.0.0.1:5432/bench``
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -59,14 +63,21 @@ async def _empty(dsn: str) -> None:
         await conn.close()
 
 
-async def grant_overhead(dsn: str) -> tuple[float, float, float]:
+_TOUCH = "UPDATE limits SET updated_at = updated_at + 1 WHERE name = 'bench'"  # fixed text
+
+
+async def grant_overhead(dsn: str) -> tuple[float, float, float, float]:
     async with PostgresStore(dsn) as store:
         for i in range(20):  # warm-up: statements compiled and prepared
             await store.request_grant(f"w{i}", "bench", run_id="r", task="t", owner="o", ttl=30,
                                       concurrency=4, per_second=None, per_minute=None)
             await store.release_grant(f"w{i}", "bench")
-        pairs, grants = [], []
+        pairs, grants, writes = [], [], []
         for i in range(PAIRS):
+            async with store.driver.pool.acquire() as conn:  # the floor, between two pairs
+                t0 = time.perf_counter()
+                await conn.execute(_TOUCH)
+                writes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             await store.request_grant(f"g{i}", "bench", run_id="r", task="t", owner="o", ttl=30,
                                       concurrency=4, per_second=None, per_minute=None)
@@ -75,7 +86,8 @@ async def grant_overhead(dsn: str) -> tuple[float, float, float]:
             pairs.append(time.perf_counter() - t0)
             grants.append(t1 - t0)
     q = statistics.quantiles(pairs, n=10)
-    return statistics.median(pairs) * 1e3, q[8] * 1e3, statistics.median(grants) * 1e3
+    return (statistics.median(pairs) * 1e3, q[8] * 1e3, statistics.median(grants) * 1e3,
+            statistics.median(writes) * 1e3)
 
 
 async def throughput(dsn: str) -> tuple[float, float]:
@@ -102,15 +114,18 @@ async def main(dsn: str) -> None:
     async with PostgresStore(dsn) as store:
         await store.setup()
     await _empty(dsn)
-    median, p90, grant = await grant_overhead(dsn)
+    load = os.getloadavg()[0]
+    median, p90, grant, write = await grant_overhead(dsn)
     achieved, window = await throughput(dsn)
     print(f"| grant + release, one limit with a free slot (PostgreSQL, {PAIRS} pairs) "
           f"| median {median:.2f} ms, p90 {p90:.2f} ms; the grant alone {grant:.2f} ms |")
+    print(f"| the floor: one statement writing a row, committed alone | median {write:.2f} ms |")
     fastest = (RUNS - 1) // RATE  # whole windows: the limit allows RATE at once, then RATE a second
     print(f"| limited fleet: 2 workers, {RUNS} runs, `Limit(per_second={RATE})` "
           f"| {achieved:.1f} grants/s from the first call to the last ({window:.1f} s; "
           f"{100 * achieved / RATE:.0f}% of the allowed rate; the limit allows them in "
           f"{fastest:.1f} s at the fastest, so {100 * fastest / window:.0f}% of that) |")
+    print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A PostgreSQL superstep commit is one round trip, counted on the wire through a proxy."""
+"""A PostgreSQL superstep commit, and a limit grant, are one round trip, counted on the wire."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from netproxy import NetProxy
 from pgdb import empty_tables
 
 from durable_flow import END, Blackboard, Message, RunStatus, Runtime, WorkflowBuilder, append
+from durable_flow.store._flow_protocols import LimitUse
 from durable_flow.store._protocols import Commit, RunUpdate
 from durable_flow.store._segments import merge_block
 from durable_flow.store.postgres import _advance as _pg_advance
 from durable_flow.store.postgres._postgres import PostgresStore
+from durable_flow.store.sql import _flow
 
 from .builders import start_run
 
@@ -139,3 +141,52 @@ async def test_a_block_holding_a_damaged_chunk_is_left_as_it_is(
     assert fast == await scenario("usual")
     assert [seq for _, seq, _ in fast] == list(range(1, 8))  # nothing merged
     assert (fast[2][1], fast[2][2]) == (3, b"not json")
+
+
+async def _turns(proxy: NetProxy, call: Any) -> tuple[int, Any]:
+    before = proxy.turns
+    value = await call
+    return proxy.turns - before, value
+
+
+@pytest.mark.parametrize("prune", [False, True])
+async def test_a_grant_its_renewal_and_its_release_are_one_round_trip_each(
+        pg_dsn: str, monkeypatch: pytest.MonkeyPatch, prune: bool) -> None:
+    monkeypatch.setattr(_flow, "PRUNE_CHANCE", 1.0 if prune else 0.0)
+    await empty_tables(pg_dsn)
+    async with NetProxy() as proxy:
+        store = PostgresStore(proxy.dsn(pg_dsn), min_size=1, max_size=1)
+        async with store:
+            def ask(grant_id: str) -> Any:
+                return store.request_grant(grant_id, "api", run_id="r", task="t", owner="o",
+                                           ttl=30, concurrency=1, per_second=None,
+                                           per_minute=100.0)
+
+            # the first use of each statement prepares it (and creates the limit's row)
+            assert (await ask("warm")).granted
+            await store.renew_grant("warm", 30)
+            await store.release_grant("warm", "api")
+            # the steady state: a free slot
+            turns, decision = await _turns(proxy, ask("g1"))
+            assert (turns, decision.granted, decision.use) == (1, True, LimitUse("api", 1, 0))
+            assert await _turns(proxy, store.renew_grant("g1", 30)) == (1, True)
+            # a request that waits is decided in one round trip too
+            turns, decision = await _turns(proxy, ask("g2"))
+            assert (turns, decision.granted, decision.reason) == (1, False, "1 of 1 in use")
+            assert await _turns(proxy, store.release_grant("g1", "api")) == (1, None)
+            assert await _turns(proxy, store.release_grant("g1", "api")) == (1, None)  # again
+            assert not await store.renew_grant("g1", 30)
+            turns, decision = await _turns(proxy, ask("g2"))
+            assert (turns, decision.granted) == (1, True)
+    # a release prunes when it draws to: the limit's rows released long ago go, others stay
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute("UPDATE limit_grants SET released_at = 0 WHERE id = 'warm'")
+        async with PostgresStore(pg_dsn, max_size=1) as plain:
+            await plain.release_grant("g2", "api")
+        left = {r["id"]: r["released_at"] is not None
+                for r in await conn.fetch("SELECT id, released_at FROM limit_grants")}
+    finally:
+        await conn.close()
+    assert left == ({"g1": True, "g2": True} if prune else
+                    {"warm": True, "g1": True, "g2": True})

@@ -27,7 +27,11 @@ Round trips: BEGIN, one per statement (a batch of rows is one pipelined
 ``fetchmany``; DML ends in ``RETURNING 1`` so a batch still counts its rows)
 and COMMIT, so a superstep commit that writes a checkpoint costs six. The
 pool skips asyncpg's reset query on release (the store leaves no session
-state behind), which would cost one more per transaction.
+state behind), which would cost one more per transaction. The common calls
+are one round trip instead: a plain superstep commit (``_advance``), a
+plain start (``_start``), a read of one statement (``_reads``), and a limit's
+grant, renewal and release (``_grants``: idempotent writes of one statement,
+``run(..., alone=True)``, sent without BEGIN and COMMIT).
 
 Failures: a transaction that did not commit runs again, from a fresh
 generator, after a lost connection, a server restarting or shutting down, a
@@ -93,6 +97,7 @@ from ..sql._base import (
 )
 from ..sql._cache import sql_dialect
 from ._advance import commit_advancing
+from ._grants import OneStatementGrants, write_alone
 from ._reads import read_alone
 from ._session import OwnConnection, SessionLimits
 from ._start import OneStatementStart
@@ -182,7 +187,15 @@ class _PostgresDriver:
         self.pool = self._pool = pool
         self._reconnect_timeout = reconnect_timeout
 
-    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False) -> T:
+    async def run(self, tx: Callable[[], Tx[T]], *, write: bool, idempotent: bool = False,
+                  alone: bool = False) -> T:
+        """Run ``tx()`` in one transaction, again while it did not commit (``Driver.run``).
+
+        ``alone``: ``tx`` is one idempotent write, sent without BEGIN and
+        COMMIT (the statement is its own transaction; see ``_grants.py``).
+        """
+        if alone and not (write and idempotent):
+            raise ValueError("only an idempotent write is sent alone")
         unique_violations = 0
 
         def again(state: RetryCallState) -> bool:
@@ -198,7 +211,7 @@ class _PostgresDriver:
         retrying = AsyncRetrying(retry=again, reraise=True, wait=_BACKOFF,
                                  stop=stop_after_delay(self._reconnect_timeout))
         try:
-            result: T = await retrying(self._attempt, tx, write, idempotent)
+            result: T = await retrying(self._attempt, tx, write, idempotent, alone)
         except (_ConnectionLost, OSError, self._pg.PostgresError, self._pg.InterfaceError,
                 self._pg.InternalClientError) as exc:
             raise self._store_error(exc) from exc
@@ -234,12 +247,15 @@ class _PostgresDriver:
                               f"{self._reconnect_timeout:g}s): {detail}")
         return StoreError(f"PostgreSQL failed: {type(exc).__name__}: {detail}")
 
-    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool) -> T:
+    async def _attempt(self, tx: Callable[[], Tx[T]], write: bool, idempotent: bool,
+                       alone: bool) -> T:
         async with self._pool.acquire() as conn:
+            if alone:
+                return cast(T, await self._alone(conn, tx))
             if not write:  # a read of one statement needs no BEGIN/COMMIT (_reads.py)
-                alone, value = await read_alone(conn, tx, partial(self._perform, conn),
-                                                self._closed, _ConnectionLost)
-                if alone:
+                read, value = await read_alone(conn, tx, partial(self._perform, conn),
+                                               self._closed, _ConnectionLost)
+                if read:
                     return cast(T, value)
             xact = conn.transaction(isolation="read_committed" if write else "repeatable_read",
                                     readonly=not write)
@@ -253,6 +269,17 @@ class _PostgresDriver:
                 raise
             await self._commit(conn, xact, idempotent)
             return result
+
+    async def _alone(self, conn: Any, tx: Callable[[], Tx[T]]) -> T:
+        """One write statement on its own; a lost connection raises ``_ConnectionLost``."""
+        try:
+            return cast(T, await write_alone(tx(), partial(self._perform, conn)))
+        except BaseException as exc:
+            if isinstance(exc, TimeoutError | asyncio.CancelledError):
+                conn.terminate()  # the reply may never come: see _abandon
+            if isinstance(exc, Exception) and self._closed(conn):
+                raise _ConnectionLost() from exc
+            raise
 
     async def _perform(self, conn: Any, op: Op) -> object:
         try:
@@ -441,7 +468,7 @@ def _check_options(min_size: object, max_size: object, reconnect_timeout: object
                                     f">= {least:g}, got {seconds!r}")
 
 
-class PostgresStore(OneStatementStart, SqlStore):
+class PostgresStore(OneStatementGrants, OneStatementStart, SqlStore):
     """Checkpoints in a PostgreSQL database, shared by every process that opens it.
 
     ``dsn`` is a ``postgresql://user:password@host:port/database`` URL

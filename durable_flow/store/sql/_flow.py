@@ -4,7 +4,10 @@ Every method is one transaction function run on the store's driver, like the
 rest of :class:`~durable_flow.store.sql._base.SqlStore`. A grant is decided
 under a lock on its limit's row (``SELECT ... FOR UPDATE`` on PostgreSQL;
 SQLite's write transactions are serialized anyway), so the limit holds
-across every worker that shares the store.
+across every worker that shares the store. ``PostgresStore`` decides a grant
+in one statement instead, a server function that runs this transaction's
+statements (``store/postgres/_grants.py``); :func:`wait_reason` words the
+waits of both.
 """
 
 from __future__ import annotations
@@ -27,15 +30,42 @@ from ._ops import Driver, Notify, Tx, execute, fetch
 if TYPE_CHECKING:
     from ._flow_queries import FlowQueries
 
-__all__ = ["WAITED_LONGER", "GrantDecision", "LimitUse", "SqlFlow"]
+__all__ = ["PACED", "PRUNE_CHANCE", "WAITED_LONGER", "GrantDecision", "LimitUse", "SqlFlow",
+           "keep_released", "wait_reason"]
 
 #: why a request waits although the limit has room: requests before it go first
 WAITED_LONGER = "others waited longer"
+#: why a request waits while a provider paused the limit (``pace_limit``)
+PACED = "paced by the provider"
 
 # released grants are kept this long: the longest rate window (a minute), and some
 _KEEP_RELEASED = timedelta(minutes=2)
-# the share of releases that also drop a limit's old rows (a random draw: not data)
-_PRUNE_CHANCE = 0.05
+#: the share of releases that also drop a limit's old rows (a random draw: not data)
+PRUNE_CHANCE = 0.05
+
+
+def keep_released(now: datetime) -> datetime:
+    """Released or expired grants older than this go when a release prunes."""
+    return now - _KEEP_RELEASED
+
+
+def wait_reason(why: str, use: LimitUse, concurrency: int | None, seen: int | None,
+                window_s: int | None) -> str:
+    """The words of a wait: ``why`` is ``paced``, ``full``, ``rate`` or ``behind``.
+
+    ``rate`` comes with the grants ``seen`` in the last ``window_s`` seconds.
+    PostgreSQL's one-statement grant (``store/postgres/_grants.py``) answers
+    with ``why`` and these numbers; both stores word them here.
+    """
+    if why == "paced":
+        return PACED
+    if why == "full":
+        return f"{use.in_use} of {concurrency} in use"
+    if why == "rate":
+        return f"{seen} in the last {window_s} s"
+    if why == "behind":
+        return WAITED_LONGER
+    raise ValueError(f"unknown reason of a wait {why!r}")
 
 
 class SqlFlow(abc.ABC):
@@ -266,11 +296,11 @@ def _why_wait(f: FlowQueries, name: str, grant_id: str, now: datetime, use: Limi
               per_minute: float | None) -> Tx[tuple[datetime | None, str] | None]:
     """None if the grant may be taken now, else (when to ask again, or None: on a release; why)."""
     if paced_until is not None and paced_until > t.to_us(now):
-        return t.from_us(paced_until), "paced by the provider"
+        return t.from_us(paced_until), wait_reason("paced", use, concurrency, None, None)
     # how many may be granted now: the free slots, and the room left in each window
     free = concurrency - use.in_use if concurrency is not None else max(use.waiting, 1)
     if free <= 0:
-        return None, f"{use.in_use} of {concurrency} in use"
+        return None, wait_reason("full", use, concurrency, None, None)
     for rate, window in ((per_second, timedelta(seconds=1)), (per_minute, timedelta(minutes=1))):
         if rate is None:
             continue
@@ -279,20 +309,22 @@ def _why_wait(f: FlowQueries, name: str, grant_id: str, now: datetime, use: Limi
         if room <= 0:
             # the window frees a place when its oldest grants leave it
             oldest = since[len(since) - int(rate)]["granted_at"]
-            return t.from_us(oldest) + window, f"{len(since)} in the last {window.seconds or 1} s"
+            return t.from_us(oldest) + window, wait_reason("rate", use, concurrency, len(since),
+                                                           window.seconds or 1)
         free = min(free, room)
     if use.waiting <= 1:  # nobody waits but this request
         return None
     ahead = yield from fetch(f.grant_queue, name=name, now=t.to_us(now), n=free)
     if grant_id not in {r["id"] for r in ahead}:
-        return None, WAITED_LONGER
+        return None, wait_reason("behind", use, concurrency, None, None)
     return None
+
 
 def _release_tx(f: FlowQueries, grant_id: str, name: str) -> Tx[None]:
     now = utcnow()
     yield from execute(f.grant_release, id=grant_id, now=t.to_us(now))
-    if random.random() < _PRUNE_CHANCE:  # now and then: old rows go, a few at a time
-        yield from execute(f.grant_prune, name=name, before=t.to_us(now - _KEEP_RELEASED))
+    if random.random() < PRUNE_CHANCE:  # now and then: old rows go, a few at a time
+        yield from execute(f.grant_prune, name=name, before=t.to_us(keep_released(now)))
 
 
 def _pace_tx(f: FlowQueries, name: str, until: datetime) -> Tx[None]:
