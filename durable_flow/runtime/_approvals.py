@@ -103,15 +103,17 @@ class Approvals:
         return await audit_report(self.store, run_id, key=audit_key(secret))
 
     async def reassign(self, run_id: str, request_id: str, assignees: Sequence[str],
-                       roles: Sequence[str], by: Principal | str | None) -> PendingRequest:
+                       roles: Sequence[str], by: Principal | str | None,
+                       via: str = "api") -> PendingRequest:
         """Give an open request to other people; recorded as a ``reassign`` decision."""
         people = Principal("request", tuple(assignees)).roles  # checked like names
         named = Principal("request", tuple(roles)).roles
         if not people and not named:
             raise InvalidInputError("reassign needs assignees= or roles= (someone to give it to)")
-        who = principal_of(by)
+        who = answerer(by, via)  # via: api, cli, ui or link
         row = await self.store.reassign(run_id, request_id, people, named,
-                                        None if who is None else who.id)
+                                        None if who.principal is None else who.principal.id,
+                                        who.via)
         return to_pending(row)
 
     async def link(self, run_id: str, request_id: str, for_: Principal | str,

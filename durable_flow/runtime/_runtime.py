@@ -342,13 +342,16 @@ class Runtime:
         return await self._approvals.verify_audit(run_id, secret)
 
     async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
-                       roles: Sequence[str] = (), by: Principal | str | None) -> PendingRequest:
+                       roles: Sequence[str] = (), by: Principal | str | None,
+                       via: str = "api") -> PendingRequest:
         """Give an open request to other people (an admin's act), recorded as a ``reassign``.
+
+        ``via`` names the channel in the decision (``"ui"`` from the web app's form).
 
         Only they may answer it now; a notification is written with it.
         ``UnknownRequestError`` unless the request is open.
         """
-        return await self._approvals.reassign(run_id, request_id, assignees, roles, by)
+        return await self._approvals.reassign(run_id, request_id, assignees, roles, by, via)
 
     async def approval_link(self, run_id: str, request_id: str, *, for_: Principal | str,
                             expires_in: timedelta = timedelta(days=2), base_url: str,

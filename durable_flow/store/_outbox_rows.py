@@ -19,6 +19,7 @@ from typing import Any, Literal
 import orjson
 
 from ..model._approvals import default_title, split_targets
+from ..model._decisions import DecisionVia
 from ..model._serde import decode
 from ._approval_rows import Approval, DecisionDraft, approval_of
 from ._rows import RequestRow
@@ -130,13 +131,14 @@ def at_deadline(row: RequestRow, now: datetime) -> DeadlineOutcome:
 
 
 def reassigned(row: RequestRow, assignees: tuple[str, ...], roles: tuple[str, ...],
-               by: str | None, seq: int, now: datetime) -> DeadlineOutcome:
-    """``row`` given to other people by ``by`` (an admin): decision and notification."""
+               by: str | None, seq: int, now: datetime,
+               via: DecisionVia = "api") -> DeadlineOutcome:
+    """``row`` given to other people by ``by`` (an admin) ``via`` a channel: decision, notice."""
     new = approval_of(row).moved_to(assignees, roles)
     moved = dataclasses.replace(row, approval=new.encode())
     draft = dataclasses.replace(
         _draft(row, "reassign", {"assignees": list(assignees), "roles": list(roles)}, now),
-        by=by, via="api")
+        by=by, via=via)
     return DeadlineOutcome(moved, False, draft, notice_for(moved, new, "reassigned", now,
                                                             f".{seq}"))
 

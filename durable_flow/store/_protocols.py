@@ -52,7 +52,7 @@ from typing import Protocol, runtime_checkable
 
 from ..model._audit import AuditAnchor
 from ..model._budget import Budget, RunUsage
-from ..model._decisions import Decision
+from ..model._decisions import Decision, DecisionVia
 from ..model._records import ErrorInfo, RunStatus
 from ._approval_rows import Answerer, DecisionDraft
 from ._fleet_ops import FleetOps
@@ -504,8 +504,8 @@ class Approvals(Protocol):
         ...
 
     async def reassign(self, run_id: str, request_id: str, assignees: tuple[str, ...],
-                       roles: tuple[str, ...], by: str | None) -> RequestRow:
-        """Give an open request to other people, recorded (``reassign``) and notified.
+                       roles: tuple[str, ...], by: str | None, via: DecisionVia = "api") -> RequestRow:
+        """Give an open request to other people, recorded (``reassign`` ``via``) and notified.
 
         ``RunNotFoundError``, ``RunNotResumableError`` for a finished run,
         ``UnknownRequestError`` unless the request is open.

@@ -403,7 +403,7 @@ async def reassign_page(request: Request, svc: Service, run_id: str) -> Response
     def names(key: str) -> list[str]:
         return [n.strip() for n in (raw.get(key) or [""])[-1].split(",") if n.strip()]
     await svc.reassign(run_id, (raw.get("request_id") or [""])[-1], assignees=names("assignees"),
-                       roles=names("roles"), by=request.state.principal)
+                       roles=names("roles"), by=request.state.principal, via="ui")
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 

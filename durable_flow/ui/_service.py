@@ -168,7 +168,8 @@ class UiService:
         return await self.runtime.respond(run_id, responses, by=by, via=via, comment=comment)
 
     async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str],
-                       roles: Sequence[str], by: Principal | None) -> PendingRequest:
+                       roles: Sequence[str], by: Principal | None,
+                       via: str = "api") -> PendingRequest:
         """The admin (``by`` None) gives an open request to other people; anyone else is refused.
 
         Recorded as a ``reassign`` decision by ``admin`` with a notification
@@ -178,7 +179,7 @@ class UiService:
             raise NotAuthorizedError(by.id, "reassign requests (admins only)", run_id=run_id,
                                      request_id=request_id or None)
         return await self.runtime.reassign(run_id, request_id, assignees=assignees, roles=roles,
-                                           by="admin" if by is None else by.id)
+                                           by="admin" if by is None else by.id, via=via)
 
     # runs --------------------------------------------------------------------------
     async def runs(self, *, status: RunStatus | str | None = None, workflow: str | None = None,

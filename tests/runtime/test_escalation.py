@@ -187,13 +187,16 @@ async def test_an_admin_reassigns_an_open_request(rt: Runtime) -> None:
     wf = flow(assignees=["alice"])
     result = await rt.run(wf, {})
     rid = result.pending_requests[0].id
-    moved = await rt.reassign(result.run_id, rid, assignees=["carol"], by="admin")
+    with pytest.raises(InvalidInputError):  # a channel people act through, nothing else
+        await rt.reassign(result.run_id, rid, assignees=["carol"], by="admin", via="policy")
+    moved = await rt.reassign(result.run_id, rid, assignees=["carol"], by="admin", via="cli")
     assert (moved.assignees, moved.roles) == (("carol",), ())
     with pytest.raises(NotAuthorizedError):
         await rt.respond(result.run_id, {rid: True}, by="alice")
     await rt.respond(result.run_id, {rid: True}, by="carol", via="ui")
     chain = await rt.decisions(result.run_id)
-    assert [(d.kind, d.by) for d in chain] == [("reassign", "admin"), ("answer", "carol")]
+    assert [(d.kind, d.by, d.via) for d in chain] == [("reassign", "admin", "cli"),
+                                                      ("answer", "carol", "ui")]
     assert [n.kind for n in await rt.store.notifications(result.run_id)] == [
         "opened", "reassigned"]
     with pytest.raises(UnknownRequestError):

@@ -257,7 +257,7 @@ async def test_the_run_page_shows_decisions_and_the_admin_reassigns(
     (pending,) = await rt.pending_requests()
     assert pending.assignees == ("carol", "dan") and pending.roles == ()
     (decision,) = await rt.decisions(run_id)
-    assert (decision.kind, decision.by) == ("reassign", "admin")
+    assert (decision.kind, decision.by, decision.via) == ("reassign", "admin", "ui")
 
 
 async def test_the_api_carries_titles_assignees_and_decisions(
@@ -296,8 +296,8 @@ async def test_the_api_reassigns_for_the_admin_only_and_records_it(
         assert (moved.json()["id"], moved.json()["assignees"], moved.json()["roles"]) == (
             rid, ["carol"], [])
         (decision,) = (await client.get(f"/api/runs/{run_id}/decisions", headers=ADMIN)).json()
-        assert (decision["kind"], decision["by"], decision["answer"]) == (
-            "reassign", "admin", {"assignees": ["carol"], "roles": []})
+        assert (decision["kind"], decision["by"], decision["via"], decision["answer"]) == (
+            "reassign", "admin", "api", {"assignees": ["carol"], "roles": []})
         taken = await client.post(f"/api/runs/{run_id}/respond", json={"responses": {rid: True}},
                                   headers=bearer("fay", "finance"))
         assert taken.status_code == 403  # only carol may answer now

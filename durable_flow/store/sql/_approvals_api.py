@@ -10,6 +10,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ...model._decisions import DecisionVia
 from .._outbox_rows import NotificationRow, SessionRow, UserRow
 from .._protocols import Lease, RequestRow
 from ._outbox import (
@@ -51,10 +52,10 @@ class SqlApprovals:
                                      write=True)
 
     async def reassign(self, run_id: str, request_id: str, assignees: tuple[str, ...],
-                       roles: tuple[str, ...], by: str | None) -> RequestRow:
+                       roles: tuple[str, ...], by: str | None, via: DecisionVia = "api") -> RequestRow:
         """Give an open request to other people (decision and notification with it)."""
         return await self.driver.run(partial(reassign_tx, self._q, run_id, request_id, assignees,
-                                             roles, by), write=True)
+                                             roles, by, via), write=True)
 
     async def due_notifications(self, limit: int = 50) -> list[NotificationRow]:
         """Undelivered notifications whose time has come, oldest first."""

@@ -16,6 +16,7 @@ import orjson
 
 from ...errors import InvalidInputError, RunNotFoundError, RunNotResumableError, UnknownRequestError
 from ...model._clock import utcnow
+from ...model._decisions import DecisionVia
 from .._approval_rows import DecisionDraft
 from .._outbox_rows import (
     CLOSED,
@@ -110,7 +111,7 @@ def answer_by_policy_tx(q: Queries, lease: Lease, row: RequestRow, principal: st
 
 
 def reassign_tx(q: Queries, run_id: str, request_id: str, assignees: tuple[str, ...],
-                roles: tuple[str, ...], by: str | None) -> Tx[RequestRow]:
+                roles: tuple[str, ...], by: str | None, via: DecisionVia = "api") -> Tx[RequestRow]:
     """Give an open request to other people: its decision and notification with it."""
     rows = yield from lock_run(q.run_get_locked, run_id)
     if not rows:
@@ -124,7 +125,7 @@ def reassign_tx(q: Queries, run_id: str, request_id: str, assignees: tuple[str, 
         raise UnknownRequestError(run_id, request_id)
     a = approvals_of(q)
     last = yield from fetch(a.dec_last, run_id=run_id)
-    out = reassigned(row, assignees, roles, by, (last[0]["seq"] if last else 0) + 1, now)
+    out = reassigned(row, assignees, roles, by, (last[0]["seq"] if last else 0) + 1, now, via)
     yield from execute(a.req_set_approval, run_id=run_id, request_id=request_id,
                        new_approval=out.row.approval,
                        new_expires=None if row.expires_at is None else t.to_us(row.expires_at))
