@@ -98,7 +98,7 @@ bench-long: $(STAMP)
 # One run of 1,000,000 supersteps on SQLite and 200,000 on PostgreSQL (a database it
 # creates on DURABLE_FLOW_BENCH_PG_DSN's server and drops): cost per superstep, head loads,
 # storage, history pages, prune, a small run beside a reader (DESIGN.md "One run, a million
-# supersteps"); each build stops at its time budget (8 and 4 min), the figures at the N it
+# supersteps"); each build stops at its time budget (11 and 4.5 min), the figures at the N it
 # reached; writes its section of bench/RESULTS.md (under 20 min). Quick look:
 # `.venv/bin/python bench/scale.py --supersteps 2000 --pg-supersteps 2000 --out /tmp/x`.
 bench-scale: $(STAMP)

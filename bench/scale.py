@@ -34,7 +34,7 @@ section states with the time the full N would need at the measured rate.
 Options: ``--supersteps N`` (SQLite; e.g. 2000 for a quick look),
 ``--pg-supersteps N`` (0: no PostgreSQL), ``--pg-server DSN`` (default
 ``$DURABLE_FLOW_BENCH_PG_DSN`` or this machine's server), ``--build-minutes
-S,P`` (each store's build budget, default 8,4), ``--reps N``, ``--out DIR``
+S,P`` (each store's build budget, default 11,4.5), ``--reps N``, ``--out DIR``
 (the folder of the RESULTS.md written; default ``bench/``). The section goes
 between the ``scale`` markers of RESULTS.md, a summary to stdout, the raw
 results to ``$TMPDIR/df-scale-results.json``.
@@ -227,12 +227,14 @@ def store_figures(kind: str, res: dict[str, Any]) -> list[dict[str, Any]]:
         s = with_reader[0]["steps"]
         r = s["worst_ms"] / s["median_ms"]
         base = "; alone: " + ", ".join(
-            f"{a['steps']['worst_ms'] / a['steps']['median_ms']:.1f}x" for a in alone)
+            f"{a['steps']['worst_ms'] / a['steps']['median_ms']:.1f}x (at "
+            f"{a['steps']['worst_at']:,})" for a in alone)
         out.append({"key": "beside", "text": f"{name}: a {with_reader[0]['small']:,}-superstep run "
                                              "beside a reader of the long run, worst superstep / "
                                              f"median <= {BESIDE:g}x",
                     "measured": f"{r:.1f}x (median {report.ms(s['median_ms'])} ms, p99 "
-                                f"{report.ms(s['p99_ms'])}, worst {report.ms(s['worst_ms'])} ms"
+                                f"{report.ms(s['p99_ms'])}, worst {report.ms(s['worst_ms'])} ms "
+                                f"at superstep {s['worst_at']:,}"
                                 f"{base if alone else ''})", "met": r <= BESIDE})
     else:
         out.append({"key": "beside", "text": f"{name}: a small run beside a reader of the long run "
@@ -325,7 +327,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg-server", default=os.environ.get(
         "DURABLE_FLOW_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"),
         help="the server the bench creates its database on (and drops it)")
-    parser.add_argument("--build-minutes", default="8,4",
+    parser.add_argument("--build-minutes", default="11,4.5",
                         help="the SQLite and PostgreSQL builds' time budgets")
     parser.add_argument("--reps", type=int, default=3, help="samples of each read")
     parser.add_argument("--out", default=None, help="folder of the RESULTS.md to write")
