@@ -20,16 +20,23 @@ measures, each figure against its target:
    reads the long run (history pages, ``get_state``): its worst superstep
    against its median (<= 5x); alone before and after, for comparison.
 
-For a missed target the section carries a cProfile summary of where the
-time goes (the supersteps next to the timed windows for 1; one ``get_state``
-of the long run for 2; the small run beside the reader for 5).
+Each store in this order, every step a fresh worker process: the build (the
+1,000-superstep run, then the long run), the head loads and pages, the small
+run alone / beside the reader / alone, the profiles of the misses, and last
+``resume`` of both runs and ``prune`` (which change the long run). For a
+missed target the section carries a cProfile summary of where the time goes
+(the 1,000 supersteps after the first window and before the last one for 1;
+one ``get_state`` of the long run for 2; the small run beside the reader for
+5), and Python's full garbage collections are counted during the build and
+the small runs (a worst superstep they fell in is named so).
 
 The long run is a real run of the engine, every superstep committed by the
-store; nothing is written around it. Building it is the cost: on this machine
-about 1 ms a superstep on SQLite, so the build of each store stops at its
-time budget (``--build-minutes``) and the run ends there, waiting, at the
-superstep it reached: every figure is then measured at that N, which the
-section states with the time the full N would need at the measured rate.
+store; nothing is written around it. Building it is the cost (about 0.6 ms a
+superstep on SQLite and 1.3 ms on PostgreSQL on this machine), so the build
+of each store stops at its time budget (``--build-minutes``) and the run
+ends there, waiting, at the superstep it reached: every figure is then
+measured at that N, which the section states with the time the full N would
+need at the measured rate.
 
 Options: ``--supersteps N`` (SQLite; e.g. 2000 for a quick look),
 ``--pg-supersteps N`` (0: no PostgreSQL), ``--pg-server DSN`` (default
@@ -112,43 +119,40 @@ def measure(kind: str, where: str, n: int, budget_s: float, args: argparse.Names
         f"({b['seconds'] / max(reached, 1) * 1e3:.3f} ms each); first {st['first_ms']:.3f} -> "
         f"last {st['last_ms']:.3f} ms")
     small_run = min(2000, max(50, n // 10))
-    steps: list[tuple[str, dict[str, Any]]] = [
-        ("reads", {"kind": kind, "where": where, "run_id": b["run_id"], "small_id": b["small_id"],
-                   "n": reached, "small": small, "reps": args.reps,
-                   "keep": min(1000, max(1, reached // 10))})]
+    runs = {"kind": kind, "where": where, "run_id": b["run_id"], "n": reached}
+    beside = {**runs, "small": small_run, "window": min(100, small_run // 10), "cap_s": 60.0}
+    with guard(out, "reads"):
+        out["reads"] = work("reads", {**runs, "small_id": b["small_id"], "small": small,
+                                      "reps": args.reps})
+        log(f"{kind}: head loads and pages read")
     for mode in ("alone", "reader", "alone"):
-        steps.append((f"beside {mode}", {
-            "kind": kind, "where": where, "run_id": b["run_id"], "n": reached,
-            "small": small_run, "window": min(100, small_run // 10), "reader": mode == "reader",
-            "cap_s": 60.0, "profile": False}))
-    for name, spec in steps:
-        try:
-            r = work(name.split()[0], spec)
-        except Exception as exc:  # one broken step must not lose the others
-            log(f"{kind} {name} FAILED: {str(exc)[-1500:]}")
-            out["errors"][name] = str(exc)[-3000:]
-            continue
-        if name == "reads":
-            out["reads"] = r
-            log(f"{kind}: reads done, prune {r['prune']}")
-        else:
+        with guard(out, f"beside {mode}"):
+            r = work("beside", {**beside, "reader": mode == "reader"})
             out.setdefault("beside", []).append(r)
-            log(f"{kind} {name}: median {r['steps']['median_ms']:.3f} ms, worst "
-                f"{r['steps']['worst_ms']:.2f} ms, reads {r['reads']}")
-    # where the time goes, for the misses
-    figures = store_figures(kind, out)
-    missed = {f["key"] for f in figures if f["met"] is False}
+            log(f"{kind} beside {mode}: median {r['steps']['median_ms']:.3f} ms, worst "
+                f"{r['steps']['worst_ms']:.2f} ms at {r['steps']['worst_at']:,}, full "
+                f"collections {r['gc']}, reads {r['reads']}")
+    # where the time goes, for the misses (before the long run is resumed and pruned)
     out["profiles"] = {}
-    if missed & {"get_state", "loader", "resume"}:
-        with guard(out, "profile get_state"):
-            out["profiles"]["get_state"] = work("profile_read", {
-                "kind": kind, "where": where, "run_id": b["run_id"], "what": "get_state",
-                "n": reached})["summary"]
-    if "beside" in missed:
+    if "beside" in missed_keys(kind, out):
         with guard(out, "profile beside"):
-            out["profiles"]["beside"] = work("beside", {**steps[2][1], "profile": True})["profile"]
+            out["profiles"]["beside"] = work("beside", {**beside, "reader": True,
+                                                        "profile": True})["profile"]
+    if missed_keys(kind, out) & {"get_state", "loader"}:
+        with guard(out, "profile get_state"):
+            out["profiles"]["get_state"] = work("profile_read", {**runs, "what": "get_state"}
+                                                )["summary"]
+    with guard(out, "finish"):
+        out["finish"] = work("finish", {**runs, "small_id": b["small_id"], "small": small,
+                                        "keep": min(1000, max(1, reached // 10))})
+        log(f"{kind}: resumed {out['finish']['resume']}, pruned {out['finish']['prune']}")
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def missed_keys(kind: str, res: dict[str, Any]) -> set[str]:
+    """The keys of the figures measured so far that missed their target."""
+    return {f["key"] for f in store_figures(kind, res) if f["met"] is False}
 
 
 @contextlib.contextmanager
@@ -183,6 +187,9 @@ def store_figures(kind: str, res: dict[str, Any]) -> list[dict[str, Any]]:
                     "measured": "not measured", "met": None})
     samples = (res.get("reads") or {}).get("samples", {})
     big, small = samples.get("n", {}).get("samples", {}), samples.get("small", {}).get("samples", {})
+    resumed = (res.get("finish") or {}).get("resume", {})
+    big, small = ({**big, "resume": [resumed["n"]]} if "n" in resumed else big,
+                  {**small, "resume": [resumed["small"]]} if "small" in resumed else small)
     for key, label in (*READS, *PAGE_READS):
         target = PAGES if key.startswith("page") else LOADS
         a, c = _median(big.get(key)), _median(small.get(key))
@@ -205,7 +212,7 @@ def store_figures(kind: str, res: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         out.append({"key": "storage", "text": f"{name}: storage O(n) <= {STORAGE:g}x",
                     "measured": "not measured", "met": None})
-    pr = (res.get("reads") or {}).get("prune")
+    pr = (res.get("finish") or {}).get("prune")
     if pr:
         keep = pr["keep"]
         ok = (pr["after"] == keep and pr["removed"] == pr["before"] - keep
@@ -228,19 +235,25 @@ def store_figures(kind: str, res: dict[str, Any]) -> list[dict[str, Any]]:
         r = s["worst_ms"] / s["median_ms"]
         base = "; alone: " + ", ".join(
             f"{a['steps']['worst_ms'] / a['steps']['median_ms']:.1f}x (at "
-            f"{a['steps']['worst_at']:,})" for a in alone)
+            f"{a['steps']['worst_at']:,}{gc_note(a)})" for a in alone)
         out.append({"key": "beside", "text": f"{name}: a {with_reader[0]['small']:,}-superstep run "
                                              "beside a reader of the long run, worst superstep / "
                                              f"median <= {BESIDE:g}x",
                     "measured": f"{r:.1f}x (median {report.ms(s['median_ms'])} ms, p99 "
                                 f"{report.ms(s['p99_ms'])}, worst {report.ms(s['worst_ms'])} ms "
-                                f"at superstep {s['worst_at']:,}"
+                                f"at superstep {s['worst_at']:,}{gc_note(with_reader[0])}"
                                 f"{base if alone else ''})", "met": r <= BESIDE})
     else:
         out.append({"key": "beside", "text": f"{name}: a small run beside a reader of the long run "
                                              f"<= {BESIDE:g}x", "measured": "not measured",
                     "met": None})
     return out
+
+
+def gc_note(run: dict[str, Any]) -> str:
+    """", a full garbage collection of X ms in it" when one fell in the run's worst superstep."""
+    hit = [ms for at, ms in (run.get("gc") or {}).get("all", []) if at == run["steps"]["worst_at"]]
+    return f", a full garbage collection of {hit[0]:.0f} ms in it" if hit else ""
 
 
 def figure_line(f: dict[str, Any]) -> str:
@@ -271,7 +284,8 @@ def render(res: dict[str, Any]) -> str:
              "`pg_database_size`, less the size before the long run began, at each mark. "
              "Beside: a small run of the same chain in the same store, alone, while another "
              "process loops over `history(limit=50)` pages (walking back) and `get_state` of "
-             "the long run, alone again.", ""]
+             "the long run, alone again. `resume` and `prune` come last (they change the long "
+             "run).", ""]
     for kind in STORES:
         s = res["stores"].get(kind)
         if s is None:
@@ -291,7 +305,12 @@ def render(res: dict[str, Any]) -> str:
                 lines.append("- Mean ms per superstep by tenth of the run: "
                              + ", ".join(report.ms(t) for t in st["tenths_ms"])
                              + f"; worst single {report.ms(st['worst_ms'])} ms at superstep "
-                             f"{st['worst_at']:,}.")
+                             f"{st['worst_at']:,}{gc_note(b)}.")
+            g = b.get("gc") or {}
+            if g.get("count"):
+                lines.append(f"- Python's full garbage collections during the run: {g['count']:,}, "
+                             f"{g['total_ms'] / 1e3:.1f} s in all, the longest "
+                             f"{report.ms(g['worst_ms'])} ms at superstep {g['worst_at']:,}.")
         lines += ["", "| figure | target | measured | status |", "|---|---|---|---|"]
         for f in store_figures(kind, s):
             text, _, target = f["text"].rpartition(" <= ")

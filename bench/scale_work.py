@@ -10,7 +10,9 @@ returns a JSON-able dict.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import cProfile
+import gc
 import io
 import json
 import pstats
@@ -18,7 +20,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,38 @@ def profile_summary(prof: cProfile.Profile, lines: int = 12) -> str:
     return text[text.find("   ncalls"):].rstrip() if "   ncalls" in text else text.rstrip()
 
 
+@contextlib.contextmanager
+def full_collections() -> Iterator[list[tuple[int, float]]]:
+    """Python's full (generation 2) garbage collections meanwhile: (superstep, ms) each.
+
+    The superstep is the count of node starts so far (``TIMES``): a collection
+    at ``k`` falls in the superstep ``superstep_stats`` reports at ``k``.
+    """
+    seen: list[tuple[int, float]] = []
+    started = [0.0]
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            seen.append((len(TIMES), (time.perf_counter() - started[0]) * 1e3))
+
+    gc.callbacks.append(note)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(note)
+
+
+def collections_brief(seen: list[tuple[int, float]]) -> dict[str, Any]:
+    """How many full collections, their total and longest time, and where the longest fell."""
+    if not seen:
+        return {"count": 0}
+    at, worst = max(seen, key=lambda s: s[1])
+    return {"count": len(seen), "total_ms": sum(ms for _, ms in seen), "worst_ms": worst,
+            "worst_at": at, "all": seen[-50:]}
+
+
 # --------------------------------------------------------------------------- workloads
 async def build(kind: str, where: str, n: int, window: int, marks: list[int],
                 budget_s: float | None = None, small: int = 1000) -> dict[str, Any]:
@@ -143,10 +177,12 @@ async def build(kind: str, where: str, n: int, window: int, marks: list[int],
         async def hook(c: int) -> None:
             if c in wanted:
                 sizes.append({"superstep": c, "bytes": await size() - base})
+            if late_at < 2 * window:  # too short: the windows would overlap the timed ones
+                return
             for name, start in (("early", window), ("late", late_at)):
-                if start > window and c == start:
+                if c == start:
                     profs[name].enable()
-                elif start > window and c == start + window:
+                elif c == start + window:
                     profs[name].disable()
 
         HOOKS[:] = [hook]
@@ -155,7 +191,8 @@ async def build(kind: str, where: str, n: int, window: int, marks: list[int],
         if budget_s is not None:
             STOP_AT[0] = t0 + budget_s
         cpu0 = time.process_time()
-        result = await rt.run(workflow(n), {}, max_supersteps=n + 10)
+        with full_collections() as seen:
+            result = await rt.run(workflow(n), {}, max_supersteps=n + 10)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         assert result.status is RunStatus.WAITING, (result.status, result.error)
         reached = result.state.count
@@ -166,24 +203,18 @@ async def build(kind: str, where: str, n: int, window: int, marks: list[int],
             "small_id": ref.run_id, "small": small, "seconds": wall, "cpu_s": cpu,
             "stopped_by_budget": reached < n, "budget_s": budget_s,
             "steps": superstep_stats(TIMES[:reached + 1], window), "sizes": sizes,
-            "profiles": {k: profile_summary(p) for k, p in profs.items()}}
+            "profiles": {k: profile_summary(p) for k, p in profs.items()},
+            "gc": collections_brief(seen)}
 
 
 async def reads(kind: str, where: str, run_id: str, small_id: str, n: int, small: int,
-                reps: int, keep: int = 1000, cap_s: float = 60.0) -> dict[str, Any]:
-    """Head loads at ``n`` and at ``small``, pages of the long run, resume of both, prune.
+                reps: int, cap_s: float = 60.0) -> dict[str, Any]:
+    """Head loads and history pages of the long run (``n``) and of the ``small`` run.
 
-    Every sample runs on a new store object (opening it is not timed).
-    ``get_state`` and the engine loader are sampled interleaved; the first
-    page and a page from the middle of the long run after them; ``resume``
-    answers each run's request once; ``prune(keep_last=keep)`` last, on the
-    long run (completed by its resume).
+    Every sample runs on a new store object (opening it is not timed);
+    ``get_state``, the engine loader, the first page and a page from the
+    middle of each run are sampled interleaved.
     """
-    async def fresh(op: Callable[[Runtime], Awaitable[Any]]) -> float:
-        async with Runtime(make_store(kind, where)) as rt:
-            await rt.get_run(run_id)
-            return await _t(op(rt))
-
     heads: dict[str, str] = {}
     async with Runtime(make_store(kind, where)) as rt:
         for rid in (run_id, small_id):
@@ -196,26 +227,42 @@ async def reads(kind: str, where: str, run_id: str, small_id: str, n: int, small
             page = await rt.history(rid, limit=50, before=middle)
         assert page and page[0].superstep < count // 2 + 2, [p.superstep for p in page[:3]]
         await s[label].take({
-            "get_state": lambda rid=rid: fresh(lambda rt: rt.get_state(rid)),
-            "loader": lambda rid=rid, head=head: fresh(
-                lambda rt: load_head(rt.store, workflow(n), rid, head)),
-            "page_first": lambda rid=rid: fresh(lambda rt: rt.history(rid, limit=50)),
-            "page_middle": lambda rid=rid, middle=middle: fresh(
-                lambda rt: rt.history(rid, limit=50, before=middle)),
+            "get_state": lambda rid=rid: _fresh(kind, where, rid, lambda rt: rt.get_state(rid)),
+            "loader": lambda rid=rid, head=head: _fresh(
+                kind, where, rid, lambda rt: load_head(rt.store, workflow(n), rid, head)),
+            "page_first": lambda rid=rid: _fresh(kind, where, rid, lambda rt: rt.history(rid, limit=50)),
+            "page_middle": lambda rid=rid, middle=middle: _fresh(
+                kind, where, rid, lambda rt: rt.history(rid, limit=50, before=middle)),
         })
-    out: dict[str, Any] = {"n": n, "small": small}
-    await warm_resume()
-    for label, rid, count in (("small", small_id, small), ("n", run_id, n)):
-        async def resume(rid: str = rid, count: int = count) -> float:
-            async with Runtime(make_store(kind, where)) as rt:
-                snap = await rt.get_state(rid)
-                req = snap.pending_requests[0].id
-                t, r = await timed(lambda: rt.resume(workflow(count), rid,
-                                                     responses={req: True}))
-            assert r.status is RunStatus.COMPLETED and r.state.count == count, r.error
-            return t
+    return {"n": n, "small": small, "samples": {k: v.result() for k, v in s.items()}}
 
-        await s[label].once("resume", resume)
+
+async def _fresh(kind: str, where: str, run_id: str,
+                 op: Callable[[Runtime], Awaitable[Any]]) -> float:
+    """``op`` timed on a new store object (opening it and reading the run's row not timed)."""
+    async with Runtime(make_store(kind, where)) as rt:
+        await rt.get_run(run_id)
+        return await _t(op(rt))
+
+
+async def finish(kind: str, where: str, run_id: str, small_id: str, n: int, small: int,
+                 keep: int) -> dict[str, Any]:
+    """``resume`` of both runs with their answer (one sample each), then ``prune`` of the long one.
+
+    ``prune(run_id, keep_last=keep)`` on the long run (completed by its
+    resume): its time, the checkpoints before and after, the head's state
+    and the first history page after it.
+    """
+    await warm_resume()
+    out: dict[str, Any] = {"n": n, "small": small, "resume": {}}
+    for label, rid, count in (("small", small_id, small), ("n", run_id, n)):
+        async with Runtime(make_store(kind, where)) as rt:
+            snap = await rt.get_state(rid)
+            req = snap.pending_requests[0].id
+            t, r = await timed(lambda rt=rt, rid=rid, count=count, req=req: rt.resume(
+                workflow(count), rid, responses={req: True}))
+        assert r.status is RunStatus.COMPLETED and r.state.count == count, r.error
+        out["resume"][label] = t
     before = await checkpoint_count(kind, where, run_id)
     async with Runtime(make_store(kind, where)) as rt:
         t, removed = await timed(lambda: rt.prune(run_id, keep_last=keep))
@@ -225,7 +272,6 @@ async def reads(kind: str, where: str, run_id: str, small_id: str, n: int, small
                     "after": await checkpoint_count(kind, where, run_id),
                     "head_superstep": snap.superstep, "messages": len(snap.values["messages"]),
                     "page_after": len(page)}
-    out["samples"] = {k: v.result() for k, v in s.items()}
     return out
 
 
@@ -268,7 +314,8 @@ async def beside(kind: str, where: str, run_id: str, n: int, small: int, window:
         STOP_AT[0] = time.perf_counter() + cap_s
         if prof is not None:
             prof.enable()
-        t, result = await timed(lambda: rt.run(wf, {}, max_supersteps=small + 10))
+        with full_collections() as seen:
+            t, result = await timed(lambda: rt.run(wf, {}, max_supersteps=small + 10))
         if prof is not None:
             prof.disable()
     assert result.status is RunStatus.COMPLETED, result.error
@@ -282,6 +329,7 @@ async def beside(kind: str, where: str, run_id: str, n: int, small: int, window:
     reached = result.state.count
     return {"reader": reader, "small": small, "reached": reached, "seconds": t,
             "steps": superstep_stats(TIMES[:reached + 1], window), "reads": done,
+            "gc": collections_brief(seen),
             "profile": profile_summary(prof) if prof is not None else None}
 
 
@@ -314,4 +362,5 @@ async def read_loop(kind: str, where: str, run_id: str) -> None:
 
 
 WORKLOADS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
-    "build": build, "reads": reads, "profile_read": profile_read, "beside": beside}
+    "build": build, "reads": reads, "finish": finish, "profile_read": profile_read,
+    "beside": beside}
