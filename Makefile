@@ -23,7 +23,7 @@ TEST_TMPDIR ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo 
 # otherwise every worker and every child interpreter compiles durable_flow again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: demo test test-fast test-model lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads bench-bulk clean
+.PHONY: demo test test-fast test-model lint docs bench bench-fleet bench-long bench-startup bench-crash bench-stream bench-parked bench-loads bench-bulk bench-scale clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -94,6 +94,15 @@ bench-bulk: $(STAMP)
 bench-long: $(STAMP)
 	$(BIN)/python -m pip install -q -r bench/requirements.txt
 	$(BIN)/python bench/longrun.py
+
+# One run of 1,000,000 supersteps on SQLite and 200,000 on PostgreSQL (a database it
+# creates on DURABLE_FLOW_BENCH_PG_DSN's server and drops): cost per superstep, head loads,
+# storage, history pages, prune, a small run beside a reader (DESIGN.md "One run, a million
+# supersteps"); each build stops at its time budget (11 and 4.5 min), the figures at the N it
+# reached; writes its section of bench/RESULTS.md (under 20 min). Quick look:
+# `.venv/bin/python bench/scale.py --supersteps 2000 --pg-supersteps 2000 --out /tmp/x`.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 # import durable_flow and `durable-flow runs` in fresh processes (targets 150 / 400 ms);
 # writes its section of bench/RESULTS.md (under a minute).

@@ -51,9 +51,12 @@ def failing() -> Any:
 
 
 @contextmanager
-def database(server: str) -> Iterator[str]:
-    """A new database on ``server``; yields its DSN, drops it afterwards."""
-    name = f"df_bench_bulk_{os.getpid()}"  # [a-z0-9_] only: safe to quote as an identifier
+def database(server: str, prefix: str = "df_bench_bulk") -> Iterator[str]:
+    """A new database on ``server``, named ``prefix`` and the pid; yields its DSN, drops it afterwards.
+
+    ``prefix`` is ``[a-z0-9_]`` only (the name is quoted as an identifier).
+    """
+    name = f"{prefix}_{os.getpid()}"
     asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
                        f'CREATE DATABASE "{name}"'))
     try:

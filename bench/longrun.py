@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import importlib.util
 import json
 import os
@@ -73,18 +74,35 @@ def log(text: str) -> None:
 
 
 def worker(spec: dict[str, Any]) -> None:
-    """Run one measurement in this (fresh) process and print its result as JSON."""
+    """Run one measurement in this (fresh) process and print its result as JSON.
+
+    ``spec``: ``workload`` (a name in ``WORKLOADS`` of module ``module``,
+    default ``longrun_work``) and its keyword ``args``.
+    """
     code = 0
     try:
-        import longrun_work
-
-        fn = longrun_work.WORKLOADS[spec["workload"]]
+        fn = importlib.import_module(spec.get("module", "longrun_work")).WORKLOADS[spec["workload"]]
         print("RESULT " + json.dumps(asyncio.run(fn(**spec["args"]))), flush=True)
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()
         code = 1
     os._exit(code)  # store threads of a failed run must not keep the process alive
+
+
+def spawn(workload: str, args: dict[str, Any], timeout: float = 1800,
+          module: str = "longrun_work") -> Any:
+    """Run ``workload`` of ``module`` in a fresh process (``longrun.py --worker``); its result."""
+    spec = {"workload": workload, "module": module,
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in args.items()}}
+    proc = subprocess.run([sys.executable, str(HERE / "longrun.py"), "--worker",
+                           json.dumps(spec)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"worker {workload} failed (exit {proc.returncode}):\n"
+                       f"{proc.stderr[-3000:]}")
 
 
 class LongRun:
@@ -121,16 +139,7 @@ class LongRun:
         return Path(tempfile.mkdtemp(dir=self.tmp))
 
     def spawn(self, workload: str, args: dict[str, Any], timeout: float = 1800) -> Any:
-        spec = {"workload": workload, "args": {k: str(v) if isinstance(v, Path) else v
-                                               for k, v in args.items()}}
-        proc = subprocess.run([sys.executable, str(HERE / "longrun.py"), "--worker",
-                               json.dumps(spec)], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT)
-        for line in proc.stdout.splitlines():
-            if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT "):])
-        raise RuntimeError(f"worker {workload} failed (exit {proc.returncode}):\n"
-                           f"{proc.stderr[-3000:]}")
+        return spawn(workload, args, timeout)
 
     def guarded(self, name: str, fn: Callable[[], None]) -> None:
         """One broken measurement must not lose the others."""

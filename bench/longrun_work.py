@@ -44,6 +44,9 @@ TIMES: list[float] = []
 # Set when a run must stop early (the time budget of the ``full`` run): the node
 # then asks its question at once and the run ends waiting where it stands.
 STOP_AT: list[float] = [float("inf")]
+# Called with the count at the start of every call of the node, before it
+# appends its message (``scale.py`` takes the store's size at marks there).
+HOOKS: list[Callable[[int], Awaitable[None]]] = []
 
 
 class LongState(Blackboard):
@@ -56,6 +59,8 @@ def workflow(n: int, *, waiting: bool = True) -> Any:
     b = WorkflowBuilder("bench_longrun", state=LongState)
 
     async def step(state: LongState, ctx: Any) -> dict[str, Any]:
+        for hook in HOOKS:
+            await hook(state.count)
         now = time.perf_counter()
         TIMES.append(now)
         if state.count < n and now <= STOP_AT[0]:
