@@ -344,12 +344,9 @@ class Runtime:
     async def reassign(self, run_id: str, request_id: str, *, assignees: Sequence[str] = (),
                        roles: Sequence[str] = (), by: Principal | str | None,
                        via: str = "api") -> PendingRequest:
-        """Give an open request to other people (an admin's act), recorded as a ``reassign``.
+        """Give an open request to other people (an admin's act), a ``reassign`` ``via`` a channel.
 
-        ``via`` names the channel in the decision (``"ui"`` from the web app's form).
-
-        Only they may answer it now; a notification is written with it.
-        ``UnknownRequestError`` unless the request is open.
+        Only they may answer it now; notified. ``UnknownRequestError`` unless it is open.
         """
         return await self._approvals.reassign(run_id, request_id, assignees, roles, by, via)
 
