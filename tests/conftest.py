@@ -138,8 +138,8 @@ class ExampleStores:
         """An empty database at head; returns what makes store objects that all see it.
 
         Memory: one MemoryStore (every call returns it). SQLite: a new copy of
-        the session's file at head. PostgreSQL: the session's database,
-        emptied. Call it inside the example's event loop; whoever uses a
+        the session's file at head (the last example's copy is removed).
+        PostgreSQL: the session's database, emptied. Call it inside the example's event loop; whoever uses a
         store object closes it (``Runtime`` does on exit).
         """
         if self.kind == "memory":
@@ -147,6 +147,8 @@ class ExampleStores:
             return lambda: shared
         if self.kind == "sqlite":
             assert self.sqlite_at_head is not None and self.folder is not None
+            for old in self.folder.glob(f"example-{self.made}.db*"):  # the last example's
+                old.unlink()
             self.made += 1
             path = self.folder / f"example-{self.made}.db"
             shutil.copyfile(self.sqlite_at_head, path)

@@ -5,8 +5,10 @@ one or two nodes each (a plain node, a request, a ~0 s sleep, an event wait,
 a sub-workflow with a fan-out and a request inside (its own waits either
 mode), a ``Send`` to two
 instances of which one asks), a fan-in ``join``, and sometimes an exit
-beside them. A driver answers, sends events and lets timers pass in a drawn
-order, calls ``update_state`` and forks the run at drawn points. Every run
+beside them. A driver answers (through ``resume``, or through ``respond``,
+which leaves the run queued, and then resumes it as a worker would), sends
+events and lets timers pass in a drawn order, calls ``update_state`` and
+forks the run at drawn points. Every run
 in ``waits="branch"`` must complete; a task runs again only once its answer,
 event or timer came; the final log (an ``append`` field: compared as a
 multiset) and the number of times each task ran equal the default mode's for
@@ -17,9 +19,13 @@ fresh database per example). The driver also kills the process running the
 run at drawn durable points (:class:`Mortal`: right after the k-th write
 that made progress durable returned, the runtime dies like a killed
 process, its lease held, and every later call of it fails); a new runtime
-on the same database resumes once the dead lease passed. A task then runs
-again only if its answer, event or timer came, or a kill came while its
-superstep was not yet committed and its finished write not yet saved.
+on the same database resumes once the dead lease passed (a lease that ran
+out under load stops the run the same way). A task then runs again only if
+its answer, event or timer came, or a kill came while its superstep was not
+yet committed and its finished write not yet saved. A task body that would
+begin in a process already dead (a sibling scheduled, or a plain function
+handed to a worker thread, just before the kill) raises ``Dead`` and is not
+counted: after a real kill it never runs.
 
 In the suite a few derandomized examples run per store (profile
 ``waits-suite``); ``make test-model`` runs many more
@@ -424,16 +430,14 @@ class Plan:
     fork_at: int = -1  # the waiting point whose head is forked
     updated: bool = False
 
-    def pick(self, n: int, label: str) -> int:
+    def pick(self, n: int, label: str) -> tuple[int, bool]:
+        """Which of ``n`` choices, and whether an answer goes through ``respond``."""
         if self.data is None:
-            return 0
-        # the same draw whatever ``n``: how many waits are open may depend on timing
-        # (a ~0 s timer due at a barrier), and hypothesis replays a case draw by draw
-        return self.data.draw(st.integers(0, 63), label=label) % n
-
-    def respond(self, label: str) -> bool:
-        """Whether an answer goes through ``respond`` (the inbox) rather than ``resume``."""
-        return self.data is not None and self.data.draw(st.booleans(), label=label)
+            return 0, False
+        # the same draws whatever ``n`` and the choice: how many waits are open may depend
+        # on timing (a ~0 s timer due at a barrier), and hypothesis replays a case draw by draw
+        index = self.data.draw(st.integers(0, 63), label=label) % n
+        return index, self.data.draw(st.booleans(), label=f"{label}: through respond")
 
 
 async def drive(world: World, wf: Workflow, rec: Recorder, run_id: str, plan: Plan,
@@ -478,11 +482,12 @@ async def drive(world: World, wf: Workflow, rec: Recorder, run_id: str, plan: Pl
             await _timers(world.rt, run_id, rec)
             r = await world.go(wf, run_id, lambda rt: rt.resume(wf, run_id), kills=kills)
             continue
-        what, item = choices[plan.pick(len(choices), f"step {point}")]
+        index, through_respond = plan.pick(len(choices), f"step {point}")
+        what, item = choices[index]
         if what == "answer":
             rec.met.add(keys[item])
             answer = {item: f"a:{keys[item]}"}
-            if plan.respond(f"respond {point}"):  # answered from the inbox, then a worker goes on
+            if through_respond:  # answered from the inbox, then a worker goes on
                 event("answered through respond")
                 info = await world.rt.respond(run_id, answer)
                 # its task waits on nothing more: the run is queued for a worker
