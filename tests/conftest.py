@@ -4,7 +4,9 @@
 MemoryStore, one SQLite file, or the test session's PostgreSQL database
 (on the server ``DURABLE_FLOW_TEST_PG_DSN`` names, emptied before each
 test; unreachable, the PostgreSQL cases fail, they are never skipped).
-``store`` is one of them, ``rt`` a ``Runtime`` on it.
+``store`` is one of them, ``rt`` a ``Runtime`` on it. ``example_stores``
+serves property-based tests: a fresh database of one kind per generated
+example, its store objects made inside the example's own event loop.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +122,58 @@ async def store_factory(request: pytest.FixtureRequest,
     finally:
         for store in made:
             await store.close()
+
+
+@dataclass
+class ExampleStores:
+    """Fresh databases of one store kind, one per generated example (see ``example_stores``)."""
+
+    kind: str
+    sqlite_at_head: Path | None = None
+    pg_dsn: str | None = None
+    folder: Path | None = None
+    made: int = 0
+
+    async def fresh(self) -> Callable[[], Any]:
+        """An empty database at head; returns what makes store objects that all see it.
+
+        Memory: one MemoryStore (every call returns it). SQLite: a new copy of
+        the session's file at head (the last example's copy is removed).
+        PostgreSQL: the session's database, emptied. Call it inside the example's event loop; whoever uses a
+        store object closes it (``Runtime`` does on exit).
+        """
+        if self.kind == "memory":
+            shared = MemoryStore()
+            return lambda: shared
+        if self.kind == "sqlite":
+            assert self.sqlite_at_head is not None and self.folder is not None
+            for old in self.folder.glob(f"example-{self.made}.db*"):  # the last example's
+                old.unlink()
+            self.made += 1
+            path = self.folder / f"example-{self.made}.db"
+            shutil.copyfile(self.sqlite_at_head, path)
+            return lambda: SqliteStore(path)
+        assert self.pg_dsn is not None
+        await empty_tables(self.pg_dsn)
+        dsn = self.pg_dsn
+        return lambda: PostgresStore(dsn, max_size=PG_POOL)
+
+
+@pytest.fixture(scope="module", params=STORES)
+def example_stores(request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> ExampleStores:
+    """Memory, SQLite and PostgreSQL for a hypothesis test: ``await example_stores.fresh()``.
+
+    ``store_factory`` gives one database per test, made in the test's event
+    loop; a ``@given`` test runs many examples, each in an event loop of its
+    own (``asyncio.run``), and each needs an empty database.
+    """
+    if request.param == "memory":
+        return ExampleStores("memory")
+    if request.param == "sqlite":
+        return ExampleStores("sqlite", sqlite_at_head=request.getfixturevalue("sqlite_at_head"),
+                             folder=tmp_path_factory.mktemp("examples"))
+    return ExampleStores("postgres", pg_dsn=request.getfixturevalue("pg_dsn"))
 
 
 @pytest.fixture
