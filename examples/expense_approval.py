@@ -45,7 +45,6 @@ class Expense(Blackboard):
     amount: int = 0
     reason: str = ""
     approved: bool | None = None
-    decided_by: str = ""
 
 
 SMALL = Policy("small-expenses", "amount < 100", True)
