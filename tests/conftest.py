@@ -99,24 +99,15 @@ async def _setup_and_close(store: Any) -> None:
 async def store_factory(request: pytest.FixtureRequest,
                         tmp_path: Path) -> AsyncIterator[Callable[[], Any]]:
     """Make store objects that all see the same data; the SQL ones are closed afterwards."""
-    made: list[Any] = []
+    one = await _stores_of(request, tmp_path).fresh()
     if request.param == "memory":
-        shared = MemoryStore()
-        yield lambda: shared
+        yield one
         return
-    if request.param == "sqlite":
-        shutil.copyfile(request.getfixturevalue("sqlite_at_head"), tmp_path / "runs.db")
+    made: list[Any] = []
 
-        def make() -> Any:
-            made.append(SqliteStore(tmp_path / "runs.db"))
-            return made[-1]
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-        await empty_tables(dsn)
-
-        def make() -> Any:
-            made.append(PostgresStore(dsn, max_size=PG_POOL))
-            return made[-1]
+    def make() -> Any:
+        made.append(one())
+        return made[-1]
     try:
         yield make
     finally:
@@ -126,7 +117,7 @@ async def store_factory(request: pytest.FixtureRequest,
 
 @dataclass
 class ExampleStores:
-    """Fresh databases of one store kind, one per generated example (see ``example_stores``)."""
+    """Fresh databases of one store kind: one per test (``store_factory``) or per example."""
 
     kind: str
     sqlite_at_head: Path | None = None
@@ -139,8 +130,8 @@ class ExampleStores:
 
         Memory: one MemoryStore (every call returns it). SQLite: a new copy of
         the session's file at head (the last example's copy is removed).
-        PostgreSQL: the session's database, emptied. Call it inside the example's event loop; whoever uses a
-        store object closes it (``Runtime`` does on exit).
+        PostgreSQL: the session's database, emptied. Call it inside the example's
+        event loop; whoever uses a store object closes it (``Runtime`` does on exit).
         """
         if self.kind == "memory":
             shared = MemoryStore()
@@ -168,11 +159,16 @@ def example_stores(request: pytest.FixtureRequest,
     loop; a ``@given`` test runs many examples, each in an event loop of its
     own (``asyncio.run``), and each needs an empty database.
     """
+    return _stores_of(request, tmp_path_factory.mktemp("examples"))
+
+
+def _stores_of(request: pytest.FixtureRequest, folder: Path) -> ExampleStores:
+    """Fresh databases of the kind the test is parametrised with (SQLite files in ``folder``)."""
     if request.param == "memory":
         return ExampleStores("memory")
     if request.param == "sqlite":
         return ExampleStores("sqlite", sqlite_at_head=request.getfixturevalue("sqlite_at_head"),
-                             folder=tmp_path_factory.mktemp("examples"))
+                             folder=folder)
     return ExampleStores("postgres", pg_dsn=request.getfixturevalue("pg_dsn"))
 
 

@@ -72,7 +72,7 @@ async def approve(request: Request, svc: Service, run_id: str, request_id: str) 
         except DurableFlowError as exc:
             errors = {"": str(exc)}
         else:
-            here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
+            here = svc.workflow_for(info) is not None
             done = RequestCard(pending, None, answered=info, continues_here=here, answer=value,
                                asked_by=await _asked_by(svc, run_id))
             return render(request, "approve.html", {"card": done, "grant": grant, "token": ""})

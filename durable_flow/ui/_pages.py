@@ -249,7 +249,7 @@ async def _answer(svc: UiService, pending: PendingRequest, raw: dict[str, list[s
         except DurableFlowError as exc:
             errors = {"": str(exc)}
         else:
-            here = svc.workflows.get((info.workflow_name, info.workflow_version)) is not None
+            here = svc.workflow_for(info) is not None
             return RequestCard(pending, None, answered=info, continues_here=here, answer=value)
     return RequestCard(pending, build_form(pending.response_schema, raw, errors),
                        comment=comment or "")
@@ -299,8 +299,7 @@ async def run_page(request: Request, svc: Service, run_id: str, cp: str = "", vs
         "live": info.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED),
         # every open request of a run they may read; a form on those they may answer
         "cards": cards, "started_by": record.started_by if record is not None else None,
-        "summary": run_summary(info, cards, served=svc.workflows.get(
-            (info.workflow_name, info.workflow_version)) is not None, steps=head.next_tasks),
+        "summary": run_summary(info, cards, served=workflow is not None, steps=head.next_tasks),
         "decisions": await _decision_lines(svc, run_id),
         # a task waiting for a grant of a limit: "waiting for api: 2 of 2 in use"
         "limit_waits": await limit_waits(svc.runtime.store, run_id)
@@ -350,11 +349,12 @@ def run_summary(info: RunInfo, cards: list[RequestCard], *, served: bool,
 async def _decision_lines(svc: UiService, run_id: str) -> list[DecisionLine]:
     """The run's decisions in words, each naming its request by title."""
     decisions = await svc.runtime.decisions(run_id)
-    if not any(d.request_id for d in decisions):
-        return [decision_line(d, {}) for d in decisions]
-    schemas: dict[bytes, dict[str, Any]] = {}
-    titles = {row.id: to_pending(row, schemas).title
-              for row in await svc.runtime.store.get_requests(run_id) if row.kind == "request"}
+    titles: dict[str, str] = {}
+    if any(d.request_id for d in decisions):  # only then are the requests read
+        schemas: dict[bytes, dict[str, Any]] = {}
+        titles = {row.id: to_pending(row, schemas).title
+                  for row in await svc.runtime.store.get_requests(run_id)
+                  if row.kind == "request"}
     return [decision_line(d, titles) for d in decisions]
 
 
