@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import http
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -122,7 +123,13 @@ def _lifespan(store: CheckpointStore, workflows: list[Workflow], worker_name: st
     return lifespan
 
 
+@functools.cache
 def _templates() -> Jinja2Templates:
+    """The page templates, compiled once per process.
+
+    Every app shares them: they are files of the package and their globals are
+    pure functions.
+    """
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     env.globals.update(pretty=_views.pretty, short_time=_views.short_time)
