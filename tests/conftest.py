@@ -12,6 +12,7 @@ example, its store objects made inside the example's own event loop.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.testing
 from argon2 import PasswordHasher
 from pgdb import empty_tables, fresh_database, run_async
 from plainlogs import use_plain_tracebacks
@@ -50,6 +52,12 @@ use_plain_tracebacks()  # rich's tracebacks of logged errors were a third of the
 # start checks these quickly too; CLI processes (`durable-flow users add`) hash at
 # the product's cost, and tests/ui/test_people.py checks that cost.
 _passwords._HASHER = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1)
+
+# typer's CliRunner turns the Typer app into its click command at every invoke, evaluating
+# the annotations of every command (about 35 ms of CPU each time, a sixth of the CLI
+# tests'). The console script does that once per process; the tests now do too. The click
+# command is a definition: each invoke still parses its arguments in a new context.
+typer.testing._get_command = functools.cache(typer.testing._get_command)
 
 
 @pytest.fixture(scope="session", autouse=True)
