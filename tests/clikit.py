@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,9 +18,15 @@ from durable_flow.cli import app
 
 
 def project_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str,
-               source: str) -> Iterator[Path]:
-    """Write ``module`` into a fresh directory, run there, yield its database path."""
+               source: str, at_head: Path | None = None) -> Iterator[Path]:
+    """Write ``module`` into a fresh directory, run there, yield its database path.
+
+    ``at_head`` (the ``sqlite_at_head`` fixture): the database starts as a copy of
+    it, already migrated; without it the first command creates the file.
+    """
     (tmp_path / f"{module}.py").write_text(source)
+    if at_head is not None:
+        shutil.copyfile(at_head, tmp_path / "runs.db")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     monkeypatch.delenv("DURABLE_FLOW_DB", raising=False)

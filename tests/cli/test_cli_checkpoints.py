@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import pytest
 
-from cli.test_cli import MODULE, as_json, cli, db, ok, one_line_error, project, start  # noqa: F401
+from cli.test_cli import MODULE, as_json, cli, db, new_db, ok, one_line_error, project, start  # noqa: F401
 from durable_flow import Blackboard, MemoryStore, Runtime, WorkflowBuilder, add
 from durable_flow.cli._db import resolve_checkpoint
 from durable_flow.cli._support import CliError

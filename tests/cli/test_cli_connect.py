@@ -60,8 +60,8 @@ FLOW_FILE = """{"nodes": [{"id": "hello", "agent_name": "hello", "is_entry": tru
 
 
 @pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS)
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_at_head: Path) -> Iterator[Path]:
+    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS, sqlite_at_head)
 
 
 def order() -> Any:

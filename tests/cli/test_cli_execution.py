@@ -22,6 +22,7 @@ from cli.test_cli import (  # noqa: F401
     as_json,
     cli,
     db,
+    new_db,
     ok,
     one_line_error,
     project,

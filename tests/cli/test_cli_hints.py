@@ -48,9 +48,9 @@ FLOWS = textwrap.dedent('''
 
 
 @pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_at_head: Path) -> Iterator[Path]:
     monkeypatch.setenv("COLUMNS", "250")
-    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS)
+    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS, sqlite_at_head)
 
 
 def test_run_suggests_an_answer_that_fits_and_who_gives_it(db: Path) -> None:

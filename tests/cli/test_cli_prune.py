@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from cli.test_cli import as_json, cli, db, ok, project  # noqa: F401
+from cli.test_cli import as_json, cli, db, new_db, ok, project  # noqa: F401
 from durable_flow import Blackboard, Runtime, SqliteStore, WorkflowBuilder
 
 

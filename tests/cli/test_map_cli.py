@@ -38,8 +38,8 @@ FLOWS = textwrap.dedent('''
 
 
 @pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS)
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_at_head: Path) -> Iterator[Path]:
+    yield from project_db(tmp_path, monkeypatch, MODULE, FLOWS, sqlite_at_head)
 
 
 
