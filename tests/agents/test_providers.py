@@ -1,17 +1,18 @@
 """PydanticAIModel and LangChainModel, tested with those libraries' own test models:
-text, tools, structured output and streaming, through agent nodes."""
+text, tools, structured output and streaming, through agent nodes.
+
+pydantic-ai and LangChain are imported by the tests that use them (fixtures
+``pai`` and ``lc``), not when the file is collected: importing both costs
+about 1.3 s of CPU, which every test process would pay at collection.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
 from pydantic import BaseModel
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
-from pydantic_ai.models.test import TestModel
 
 from durable_flow import (
     END,
@@ -26,6 +27,41 @@ from durable_flow import (
     WorkflowBuilder,
 )
 from durable_flow.testing import MemoryStore
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models.function import AgentInfo
+
+
+@pytest.fixture(scope="module")
+def pai() -> SimpleNamespace:
+    """pydantic-ai's test models and message parts."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    return SimpleNamespace(ModelResponse=ModelResponse, TextPart=TextPart,
+                           ToolCallPart=ToolCallPart, DeltaToolCall=DeltaToolCall,
+                           FunctionModel=FunctionModel, TestModel=TestModel)
+
+
+@pytest.fixture(scope="module")
+def lc() -> SimpleNamespace:
+    """LangChain's generic fake chat model, one that records its tools, and AIMessage."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class ToolFake(GenericFakeChatModel):
+        """The generic fake, recording the tools it is bound to."""
+
+        bound: list[Any] = []
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            self.bound.append(tools)
+            return self
+
+    return SimpleNamespace(GenericFakeChatModel=GenericFakeChatModel, AIMessage=AIMessage,
+                           ToolFake=ToolFake)
 
 
 class Trip(Blackboard):
@@ -66,8 +102,8 @@ async def run_events(wf: Any, values: dict[str, Any]) -> tuple[Any, list[str]]:
 # --- pydantic-ai ------------------------------------------------------------------------------
 
 
-async def test_pydantic_ai_test_model_calls_the_tool_then_answers_streamed() -> None:
-    model = PydanticAIModel(TestModel())
+async def test_pydantic_ai_test_model_calls_the_tool_then_answers_streamed(pai: SimpleNamespace) -> None:
+    model = PydanticAIModel(pai.TestModel())
     assert isinstance(model, StreamingChatModel)
     result, deltas = await run_events(one(model, tools=[weather]), {"question": "Oslo?"})
     assert result.status is RunStatus.COMPLETED, result.error
@@ -77,16 +113,16 @@ async def test_pydantic_ai_test_model_calls_the_tool_then_answers_streamed() -> 
     assert tool_results[-1].metadata["usage"]["input_tokens"] > 0
 
 
-async def test_pydantic_ai_function_model_sees_the_conversation_and_tools() -> None:
+async def test_pydantic_ai_function_model_sees_the_conversation_and_tools(pai: SimpleNamespace) -> None:
     seen: list[tuple[list[ModelMessage], AgentInfo]] = []
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen.append((messages, info))
         if len(seen) == 1:
-            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Bergen"}, "c7")])
-        return ModelResponse(parts=[TextPart("take an umbrella")])
+            return pai.ModelResponse(parts=[pai.ToolCallPart("weather", {"city": "Bergen"}, "c7")])
+        return pai.ModelResponse(parts=[pai.TextPart("take an umbrella")])
 
-    wf = one(PydanticAIModel(FunctionModel(reply), streaming=False), tools=[weather])
+    wf = one(PydanticAIModel(pai.FunctionModel(reply), streaming=False), tools=[weather])
     async with Runtime(MemoryStore()) as rt:
         r = await rt.run(wf, {"question": "Bergen?"})
     assert r.status is RunStatus.COMPLETED, r.error
@@ -96,19 +132,19 @@ async def test_pydantic_ai_function_model_sees_the_conversation_and_tools() -> N
     assert last.parts[-1].content == "sunny in Bergen" and last.parts[-1].tool_call_id == "c7"
 
 
-async def test_pydantic_ai_structured_output_and_streamed_tool_calls() -> None:
+async def test_pydantic_ai_structured_output_and_streamed_tool_calls(pai: SimpleNamespace) -> None:
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         assert [t.name for t in info.output_tools] == ["final_result"]
-        yield {0: DeltaToolCall(name="final_result", json_args='{"mo', tool_call_id="o1")}
-        yield {0: DeltaToolCall(json_args='od": "calm"}')}
+        yield {0: pai.DeltaToolCall(name="final_result", json_args='{"mo', tool_call_id="o1")}
+        yield {0: pai.DeltaToolCall(json_args='od": "calm"}')}
 
-    wf = one(PydanticAIModel(FunctionModel(stream_function=stream)), Judged, output=Mood)
+    wf = one(PydanticAIModel(pai.FunctionModel(stream_function=stream)), Judged, output=Mood)
     result, _ = await run_events(wf, {"question": "how?"})
     assert result.status is RunStatus.COMPLETED, result.error
     assert result.state.mood == "calm" and result.state.result == Mood(mood="calm")
 
 
-async def test_pydantic_ai_streamed_text_keeps_its_first_piece() -> None:
+async def test_pydantic_ai_streamed_text_keeps_its_first_piece(pai: SimpleNamespace) -> None:
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         for piece in ("first ", "second ", "third"):
             yield piece  # pydantic-ai sends the first inside the part's start event
@@ -116,7 +152,7 @@ async def test_pydantic_ai_streamed_text_keeps_its_first_piece() -> None:
     def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise AssertionError("the agent streams")
 
-    wf = one(PydanticAIModel(FunctionModel(whole, stream_function=stream)), output_key="answer")
+    wf = one(PydanticAIModel(pai.FunctionModel(whole, stream_function=stream)), output_key="answer")
     async with Runtime(MemoryStore()) as rt:
         events = [e async for e in rt.stream(wf, {"question": "?"}, run_id="s")]
         logged = [e.data["text"] for e in await rt.read_stream("s") if e.kind == "model_delta"]
@@ -125,39 +161,29 @@ async def test_pydantic_ai_streamed_text_keeps_its_first_piece() -> None:
     assert deltas == logged == ["first ", "second ", "third"]
 
 
-async def test_pydantic_ai_errors_become_model_errors() -> None:
+async def test_pydantic_ai_errors_become_model_errors(pai: SimpleNamespace) -> None:
     def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise RuntimeError("boom")
 
     with pytest.raises(ModelError, match="RuntimeError: boom"):
-        await PydanticAIModel(FunctionModel(broken)).complete([Message.user("hi")])
+        await PydanticAIModel(pai.FunctionModel(broken)).complete([Message.user("hi")])
 
 
 # --- LangChain ---------------------------------------------------------------------------------
 
 
-class ToolFake(GenericFakeChatModel):
-    """The generic fake, recording the tools it is bound to."""
-
-    bound: list[Any] = []
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        self.bound.append(tools)
-        return self
-
-
-async def test_langchain_fake_model_streams_text() -> None:
-    model = LangChainModel(GenericFakeChatModel(messages=iter([AIMessage("hello there world")])))
+async def test_langchain_fake_model_streams_text(lc: SimpleNamespace) -> None:
+    model = LangChainModel(lc.GenericFakeChatModel(messages=iter([lc.AIMessage("hello there world")])))
     result, deltas = await run_events(one(model), {"question": "hi"})
     assert result.status is RunStatus.COMPLETED, result.error
     assert result.state.answer == "hello there world"
     assert deltas == ["hello", " ", "there", " ", "world"]
 
 
-async def test_langchain_tools_and_structured_output() -> None:
-    fake = ToolFake(bound=[], messages=iter([
-        AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": "c1"}]),
-        AIMessage("", tool_calls=[{"name": "final_result", "args": {"mood": "sunny"}, "id": "o"}]),
+async def test_langchain_tools_and_structured_output(lc: SimpleNamespace) -> None:
+    fake = lc.ToolFake(bound=[], messages=iter([
+        lc.AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": "c1"}]),
+        lc.AIMessage("", tool_calls=[{"name": "final_result", "args": {"mood": "sunny"}, "id": "o"}]),
     ]))
     # the generic fake streams text only, so this reply comes whole
     wf = one(LangChainModel(fake, streaming=False), Judged, output=Mood, tools=[weather])
@@ -170,7 +196,7 @@ async def test_langchain_tools_and_structured_output() -> None:
     assert fake.bound[1] == fake.bound[0]  # the same tools on the second round
 
 
-async def test_langchain_calls_without_ids_each_run_once_with_their_own_result() -> None:
+async def test_langchain_calls_without_ids_each_run_once_with_their_own_result(lc: SimpleNamespace) -> None:
     ran: list[str] = []
 
     def visit(city: str) -> str:
@@ -180,8 +206,8 @@ async def test_langchain_calls_without_ids_each_run_once_with_their_own_result()
 
     idless = [{"name": "visit", "args": {"city": c}, "id": None, "type": "tool_call"}
               for c in ("Oslo", "Bergen", "Tromso")]
-    fake = ToolFake(bound=[], messages=iter([AIMessage("", tool_calls=idless),
-                                             AIMessage("all visited")]))
+    fake = lc.ToolFake(bound=[], messages=iter([lc.AIMessage("", tool_calls=idless),
+                                             lc.AIMessage("all visited")]))
     wf = one(LangChainModel(fake, streaming=False), tools=[visit])
     async with Runtime(MemoryStore()) as rt:
         r = await rt.run(wf, {"question": "go"})
@@ -193,7 +219,7 @@ async def test_langchain_calls_without_ids_each_run_once_with_their_own_result()
                        ("visit#3", "visited Tromso")]
 
 
-async def test_langchain_without_bind_tools_is_a_model_error() -> None:
-    model = LangChainModel(GenericFakeChatModel(messages=iter([AIMessage("x")])))
+async def test_langchain_without_bind_tools_is_a_model_error(lc: SimpleNamespace) -> None:
+    model = LangChainModel(lc.GenericFakeChatModel(messages=iter([lc.AIMessage("x")])))
     with pytest.raises(ModelError, match="cannot bind tools"):
         await model.complete([Message.user("hi")], output_schema={"type": "object"})

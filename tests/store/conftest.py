@@ -7,6 +7,7 @@ tests' root ``conftest.py``), emptied before each test.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -31,8 +32,10 @@ def fresh_pg() -> Iterator[str]:
 async def _make(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> CheckpointStore:
     if kind == "memory":
         return MemoryStore()
-    if kind == "sqlite":
-        return SqliteStore(tmp_path / "store.db")
+    if kind == "sqlite":  # a copy of the session's file at head (creating one: test_sqlite_creation)
+        path = tmp_path / "store.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_at_head"), path)
+        return SqliteStore(path)
     if kind == "postgres":
         dsn = request.getfixturevalue("pg_dsn")
         store = PostgresStore(dsn, max_size=4)
