@@ -9,9 +9,9 @@ LangGraph with its message list through its ``DeltaChannel`` (side
 
 Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
-when the file is regenerated, and so are the sections ``bench/fleet.py``,
-``bench/longrun.py`` and ``bench/imports.py`` write (between the ``fleet``,
-``longrun`` and ``startup`` markers).
+when the file is regenerated, and so are the sections the other benches
+write (``bench/fleet.py``'s between the ``fleet`` markers, ``bench/sidebyside.py``'s
+between the ``sidebyside`` ones, ...).
 
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
@@ -42,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sections import kept_section, markers
+from sections import kept_section, markers, top_sections
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -671,10 +671,10 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
 
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
-    for name in ("fleet", "longrun", "startup"):
-        kept = kept_section(out_dir / "RESULTS.md", name)
-        if kept:
-            lines += [kept, ""]
+    # the other benches' sections (fleet, longrun, sidebyside, ...), as they are
+    for name in top_sections(out_dir / "RESULTS.md"):
+        if name != "analysis":
+            lines += [kept_section(out_dir / "RESULTS.md", name), ""]
     return "\n".join(lines)
 
 
