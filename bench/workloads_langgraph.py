@@ -9,6 +9,9 @@ The chain also runs with its message list through LangGraph's
 otherwise: a checkpoint's blob then holds no message list, only every
 ``snapshot_frequency`` updates (its default, 100) a snapshot of it, and a
 read rebuilds the list from that snapshot and the writes saved since.
+LangGraph turns the message dicts written to a ``DeltaChannel`` into
+``AIMessage`` objects with ids (``ensure_message_ids``), so that variant
+stores and decodes message objects where the default one keeps dicts.
 """
 
 from __future__ import annotations
