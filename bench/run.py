@@ -3,13 +3,15 @@
 Every measurement runs in a fresh worker process (``run.py --worker SPEC``)
 in its own temporary folder, so peak RSS is per workload and no connection,
 cache or import is shared between the two sides. Pairs are interleaved:
-ours, theirs, ours, theirs... for every repetition.
+ours, theirs, ours, theirs... for every repetition; the chain also runs
+LangGraph with its message list through its ``DeltaChannel`` (side
+``delta``), after theirs in each repetition.
 
 Writes ``bench/RESULTS.md`` and ``bench/chain.png``. The section of
 RESULTS.md between the ``analysis`` markers is written by hand and kept
-when the file is regenerated, and so are the sections ``bench/fleet.py``,
-``bench/longrun.py`` and ``bench/imports.py`` write (between the ``fleet``,
-``longrun`` and ``startup`` markers).
+when the file is regenerated, and so are the sections the other benches
+write (``bench/fleet.py``'s between the ``fleet`` markers, ``bench/sidebyside.py``'s
+between the ``sidebyside`` ones, ...).
 
 Options: ``--reps N`` (default 5), ``--reps-big N`` (default 3, for the
 N=5000 chain), ``--quick`` (small sizes, for a smoke test; writes to a
@@ -40,14 +42,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sections import kept_section, markers
+from sections import kept_section, markers, top_sections
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MARK_START, MARK_END = markers("analysis")
 
-SIDES = {"ours": "workloads_ours", "theirs": "workloads_langgraph"}
-LABEL = {"ours": "durable-flow", "theirs": "LangGraph"}
+SIDES = {"ours": "workloads_ours", "theirs": "workloads_langgraph",
+         "delta": "workloads_langgraph"}
+LABEL = {"ours": "durable-flow", "theirs": "LangGraph", "delta": "LangGraph (DeltaChannel)"}
+# the chain also runs LangGraph with its message list on its DeltaChannel
+CHAIN_SIDES = ("ours", "theirs", "delta")
 
 
 # --------------------------------------------------------------------------- worker
@@ -170,14 +175,15 @@ class Bench:
 
     def pair(self, workload: str, args_for: Callable[[str], dict[str, Any]],
              note: str, before: Callable[[], Any] | None = None,
-             reps: int | None = None) -> dict[str, list[Any]]:
-        """Interleave ours/theirs for ``reps`` repetitions; fresh folder each time."""
-        out: dict[str, list[Any]] = {"ours": [], "theirs": [], "before": []}
+             reps: int | None = None,
+             sides: tuple[str, ...] = ("ours", "theirs")) -> dict[str, list[Any]]:
+        """Interleave the sides (ours/theirs) for ``reps`` repetitions; fresh folder each time."""
+        out: dict[str, list[Any]] = {**{side: [] for side in sides}, "before": []}
         reps = reps or self.reps
         for rep in range(reps):
             if before is not None:
                 out["before"].append(before())
-            for side in ("ours", "theirs"):
+            for side in sides:
                 folder = self.folder()
                 t0 = time.perf_counter()
                 res = self.spawn(side, workload, {"folder": folder, **args_for(side)})
@@ -218,9 +224,10 @@ class Bench:
         for n in sizes:
             # the floor is sampled right before every pair, on the same disk
             self.results["chain"][str(n)] = self.pair(
-                "chain", lambda _side, n=n: {"n": n, "reads": reads if n >= 1000 else 0},
+                "chain", lambda side, n=n: {"n": n, "reads": reads if n >= 1000 else 0,
+                                            **({"channel": "delta"} if side == "delta" else {})},
                 f"chain N={n}", before=self.floor,
-                reps=self.args.reps_big if n == max(sizes) else None)
+                reps=self.args.reps_big if n == max(sizes) else None, sides=CHAIN_SIDES)
 
     def fanout(self) -> None:
         self.results["fanout"] = self.pair("fanout", lambda _side: {}, "fanout",
@@ -331,15 +338,20 @@ def _fmt_bytes(x: float) -> str:
 
 
 def row(label: str, ours: list[float], theirs: list[float], fmt: Callable[[float], str],
-        best: Callable[[list[float]], float] = min) -> str:
-    mo, mt = med(ours), med(theirs)
-    ratio = mo / mt if mt else float("nan")
-    return (f"| {label} | {fmt(mo)} ({fmt(best(ours))}) | {fmt(mt)} ({fmt(best(theirs))}) "
-            f"| {ratio:.3g} |")
+        best: Callable[[list[float]], float] = min, delta: list[float] | None = None) -> str:
+    """A table row: median (best) of each side and ours over theirs; ``delta``: a third
+    side (LangGraph with its DeltaChannel) and ours over it, for ``HEAD_CHAIN`` tables."""
+    others = [theirs, *([delta] if delta is not None else [])]
+    cells = [label] + [f"{fmt(med(side))} ({fmt(best(side))})" for side in (ours, *others)]
+    ratios = [f"{med(ours) / med(side):.3g}" if med(side) else "nan" for side in others]
+    return "| " + " | ".join(cells + ratios) + " |"
 
 
 HEAD = "| metric | durable-flow median (best) | LangGraph median (best) | ratio ours/theirs |"
 SEP = "|---|---|---|---|"
+HEAD_CHAIN = ("| metric | durable-flow median (best) | LangGraph median (best) | LangGraph "
+              "DeltaChannel median (best) | ratio ours/theirs | ratio ours/DeltaChannel |")
+SEP_CHAIN = "|---|---|---|---|---|---|"
 
 
 def machine() -> list[str]:
@@ -417,24 +429,32 @@ def evaluate(res: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
         return whole, (fmt.format(v_fast) + f" ({len(idx['fast'])} of {len(idx['all'])})",
                        ok(v_fast))
 
-    def ratio_of(pair: dict[str, Any], key: str) -> Callable[[list[int]], float]:
+    def ratio_of(pair: dict[str, Any], key: str,
+                 theirs: str = "theirs") -> Callable[[list[int]], float]:
         return lambda ix: (med([pair["ours"][i][key] for i in ix])
-                           / med([pair["theirs"][i][key] for i in ix]))
+                           / med([pair[theirs][i][key] for i in ix]))
 
     mid = 1000 if 1000 in sizes else sizes[len(sizes) // 2]
     if chain:
         pair = chain[str(mid)]
-        whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s"), "{:.2f}x",
-                               lambda r: r >= 4)
-        add("throughput", f"chain N={mid}: at least 4x LangGraph's supersteps/s", *whole, fast)
-        b = c(mid, "ours", "bytes_per_superstep") / c(mid, "theirs", "bytes_per_superstep")
-        add("bytes", f"chain N={mid}: at most 1/50 of LangGraph's database bytes",
-            f"1/{1 / b:.0f}", b <= 1 / 50)
+        # LangGraph with its default channel, and with its DeltaChannel when it ran
+        lg = {"theirs": "", **({"delta": " (DeltaChannel)"} if pair.get("delta") else {})}
+        for side, name in lg.items():
+            whole, fast = by_phase(pair, ratio_of(pair, "supersteps_per_s", side), "{:.2f}x",
+                                   lambda r: r >= 4)
+            add("throughput", f"chain N={mid}: at least 4x LangGraph's supersteps/s{name}",
+                *whole, fast)
+        for side, name in lg.items():
+            b = c(mid, "ours", "bytes_per_superstep") / c(mid, side, "bytes_per_superstep")
+            add("bytes", f"chain N={mid}: at most 1/50 of LangGraph's database bytes{name}",
+                f"1/{1 / b:.0f}" if b < 1 else f"{b:.2f}x", b <= 1 / 50)
         lo, hi = min(sizes), max(sizes)
-        g_ours = c(hi, "ours", "bytes_per_superstep") / c(lo, "ours", "bytes_per_superstep")
-        g_theirs = c(hi, "theirs", "bytes_per_superstep") / c(lo, "theirs", "bytes_per_superstep")
+        growth = {side: c(hi, side, "bytes_per_superstep") / c(lo, side, "bytes_per_superstep")
+                  for side in ("ours", *lg)}
         add("flat", f"bytes per superstep flat: N={hi} within 1.2x of N={lo} (LangGraph grows)",
-            f"ours {g_ours:.2f}x, LangGraph {g_theirs:.1f}x", g_ours <= 1.2 and g_theirs > 1.2)
+            f"ours {growth['ours']:.2f}x, LangGraph {growth['theirs']:.1f}x"
+            + (f" (DeltaChannel {growth['delta']:.1f}x)" if "delta" in growth else ""),
+            growth["ours"] <= 1.2 and growth["theirs"] > 1.2)
         if pair.get("before"):
             mults = _floor_multiples(pair, "ours")
             whole, fast = by_phase(pair, lambda ix: med([mults[i] for i in ix]), "{:.1f}x",
@@ -500,9 +520,12 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
               "`PRAGMA synchronous=FULL` (its `setup()` sets WAL), graphs run with "
               "`durability=\"sync\"`. State: `Annotated[list, operator.add]` of dict "
               "messages and `Annotated[int, operator.add]`, the cheapest append on their side "
-              "(no `add_messages`, no message classes). Nodes are `async def` on both sides.",
+              "(no `add_messages`, no message classes). The chain also runs on LangGraph with "
+              "the message list through its `DeltaChannel` (its defaults: a snapshot of the "
+              "list every 100 updates). Nodes are `async def` on both sides.",
               "- Every measurement is a fresh worker process with a fresh database in a "
-              "temporary folder; pairs run interleaved (ours, theirs, ours, theirs, ...), "
+              "temporary folder; pairs run interleaved (ours, theirs, ours, theirs, ...; the "
+              "chain: ours, LangGraph, LangGraph with its DeltaChannel, ...), "
               f"{bench.reps} repetitions each ({bench.args.reps_big} for the largest chain, "
               f"N={max(sizes):,}, whose LangGraph run alone takes 30-60 s, to keep `make bench` "
               "under 15 minutes). Tables give the median and, in parentheses, the best (max "
@@ -581,79 +604,7 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
         lines.append("")
 
     if "chain" in res:
-        lines += ["## chain: one node looping on itself, one ~200-byte message + counter per "
-                  "superstep", ""]
-        for n in sizes:
-            ch = res["chain"][str(n)]
-
-            def col(side: str, key: str, ch: dict[str, Any] = ch) -> list[float]:
-                return [r[key] for r in ch[side]]
-
-            lines += [f"### N = {n:,}", "", HEAD, SEP,
-                      row("supersteps/s (higher is better)", col("ours", "supersteps_per_s"),
-                          col("theirs", "supersteps_per_s"), _fmt_num, max),
-                      row("ms per superstep", col("ours", "s_per_superstep"),
-                          col("theirs", "s_per_superstep"), _fmt_ms),
-                      row("CPU ms per superstep (all threads)", col("ours", "cpu_per_superstep"),
-                          col("theirs", "cpu_per_superstep"), _fmt_ms)]
-            if ch.get("before"):
-                lines.append(row("floor transaction sampled before the pair, ms",
-                                 [f["median_s"] for f in ch["before"]],
-                                 [f["median_s"] for f in ch["before"]], _fmt_ms))
-                lines.append(row("per-superstep cost as a multiple of that floor",
-                                 _floor_multiples(ch, "ours"), _floor_multiples(ch, "theirs"),
-                                 lambda x: f"{x:.1f}x"))
-            lines += [row("database bytes per superstep", col("ours", "bytes_per_superstep"),
-                          col("theirs", "bytes_per_superstep"), _fmt_bytes),
-                      row("database size", col("ours", "db_bytes"), col("theirs", "db_bytes"),
-                          _fmt_bytes),
-                      row("peak RSS, MiB", col("ours", "rss_mb"), col("theirs", "rss_mb"),
-                          lambda x: f"{x:.0f}"),
-                      row("RSS after imports, before the run, MiB", col("ours", "rss_base_mb"),
-                          col("theirs", "rss_base_mb"), lambda x: f"{x:.0f}"), ""]
-
-        read_rows = [("head", "get_state(head)", "aget_state(head)"),
-                     ("middle", "get_state(middle)", "aget_state(middle)"),
-                     ("load_head", "engine loader, head", "saver.aget_tuple(head)"),
-                     ("load_middle", "engine loader, middle", "saver.aget_tuple(middle)")]
-        read_sizes = [n for n in sizes if "reads" in res["chain"][str(n)]["ours"][0]]
-        if read_sizes:
-            lines += ["## resume: loading a checkpoint on a fresh connection", "",
-                      "Ours: `Runtime.get_state(run_id, checkpoint_id)` on a new `SqliteStore`, "
-                      "and the engine's own loader (`ThreadRunner.load`: "
-                      "`store.load_checkpoint` + typed decode, what `resume` uses). Theirs: "
-                      "`graph.aget_state(config)` and `AsyncSqliteSaver.aget_tuple(config)`. "
-                      "The middle checkpoint is superstep N/2 (N/2 messages). Times in ms; "
-                      "median (best) over all samples.", "",
-                      "| N | read | durable-flow | LangGraph | ratio ours/theirs |",
-                      "|---|---|---|---|---|"]
-            for n in read_sizes:
-                ch = res["chain"][str(n)]
-                for key, ours_name, theirs_name in read_rows:
-                    o = [x for r in ch["ours"] for x in r["reads_all"][key]]
-                    t = [x for r in ch["theirs"] for x in r["reads_all"][key]]
-                    lines.append(f"| {n:,} | {ours_name} / {theirs_name} | {_fmt_ms(med(o))} "
-                                 f"({_fmt_ms(min(o))}) | {_fmt_ms(med(t))} ({_fmt_ms(min(t))}) "
-                                 f"| {med(o) / med(t):.3g} |")
-            lines.append("")
-        if "1000" in res["chain"] and "reads" in res["chain"]["1000"]["ours"][0]:
-            ch = res["chain"]["1000"]
-            o = [x for r in ch["ours"] for x in r["reads_all"]["history"]]
-            t = [x for r in ch["theirs"] for x in r["reads_all"]["history"]]
-            traw = [x for r in ch["theirs"] for x in r["reads_all"]["history_raw"]]
-            lines += ["## history: listing the checkpoints of a 1,000-superstep run", "",
-                      "Ours: `Runtime.history(run_id)` (metadata only). Theirs: "
-                      "`graph.aget_state_history(config)`, and the raw `saver.alist(config)` "
-                      "(both decode every checkpoint blob: LangGraph has no metadata-only "
-                      "listing). Times in ms, median (best).", "",
-                      "| read | durable-flow | LangGraph | ratio ours/theirs |",
-                      "|---|---|---|---|",
-                      f"| history vs aget_state_history | {_fmt_ms(med(o))} ({_fmt_ms(min(o))}) | "
-                      f"{_fmt_ms(med(t))} ({_fmt_ms(min(t))}) | {med(o) / med(t):.3g} |",
-                      f"| history vs saver.alist | {_fmt_ms(med(o))} ({_fmt_ms(min(o))}) | "
-                      f"{_fmt_ms(med(traw))} ({_fmt_ms(min(traw))}) | {med(o) / med(traw):.3g} |",
-                      ""]
-        lines += ["## Plot", "", "![bytes and time per superstep against N](chain.png)", ""]
+        lines += chain_section(res["chain"], sizes)
 
     if "fanout" in res:
         f = res["fanout"]
@@ -720,11 +671,129 @@ def report(bench: Bench, targets: list[dict[str, Any]], wall: float, out_dir: Pa
 
     analysis = _kept_analysis(out_dir / "RESULTS.md")
     lines += ["## Analysis", "", MARK_START, analysis.strip("\n"), MARK_END, ""]
-    for name in ("fleet", "longrun", "startup"):
-        kept = kept_section(out_dir / "RESULTS.md", name)
-        if kept:
-            lines += [kept, ""]
+    # the other benches' sections (fleet, longrun, sidebyside, ...), as they are
+    for name in top_sections(out_dir / "RESULTS.md"):
+        if name != "analysis":
+            lines += [kept_section(out_dir / "RESULTS.md", name), ""]
     return "\n".join(lines)
+
+
+def _pooled(ch: dict[str, Any], side: str, key: str) -> list[float]:
+    """Every sample of read ``key`` over the repetitions of one side."""
+    return [x for r in ch.get(side, []) for x in r.get("reads_all", {}).get(key, [])]
+
+
+def _ms_cells(*samples: list[float]) -> list[str]:
+    return [f"{_fmt_ms(med(x))} ({_fmt_ms(min(x))})" if x else "-" for x in samples]
+
+
+def chain_table(ch: dict[str, Any]) -> list[str]:
+    """The chain's table at one N: ours, LangGraph, and LangGraph with its DeltaChannel."""
+    delta = bool(ch.get("delta"))
+
+    def r(label: str, of: Callable[[str], list[float]], fmt: Callable[[float], str],
+          best: Callable[[list[float]], float] = min) -> str:
+        return row(label, of("ours"), of("theirs"), fmt, best, of("delta") if delta else None)
+
+    def col(key: str) -> Callable[[str], list[float]]:
+        return lambda side: [x[key] for x in ch[side]]
+
+    lines = [HEAD_CHAIN if delta else HEAD, SEP_CHAIN if delta else SEP,
+             r("supersteps/s (higher is better)", col("supersteps_per_s"), _fmt_num, max),
+             r("ms per superstep", col("s_per_superstep"), _fmt_ms),
+             r("CPU ms per superstep (all threads)", col("cpu_per_superstep"), _fmt_ms)]
+    if ch.get("before"):
+        floors = [f["median_s"] for f in ch["before"]]
+        lines += [r("floor transaction sampled before the pair, ms", lambda _: floors, _fmt_ms),
+                  r("per-superstep cost as a multiple of that floor",
+                    lambda side: _floor_multiples(ch, side), lambda x: f"{x:.1f}x")]
+    lines += [r("database bytes per superstep", col("bytes_per_superstep"), _fmt_bytes),
+              r("database size", col("db_bytes"), _fmt_bytes),
+              r("peak RSS, MiB", col("rss_mb"), lambda x: f"{x:.0f}"),
+              r("RSS after imports, before the run, MiB", col("rss_base_mb"),
+                lambda x: f"{x:.0f}")]
+    return [*lines, ""]
+
+
+READ_ROWS = [("head", "get_state(head)", "aget_state(head)"),
+             ("middle", "get_state(middle)", "aget_state(middle)"),
+             ("load_head", "engine loader, head", "saver.aget_tuple(head)"),
+             ("load_middle", "engine loader, middle", "saver.aget_tuple(middle)")]
+
+
+def reads_table(chain: dict[str, Any], read_sizes: list[int]) -> list[str]:
+    """Loads of a checkpoint on a fresh connection, each side (and LangGraph's DeltaChannel)."""
+    lines = ["## resume: loading a checkpoint on a fresh connection", "",
+             "Ours: `Runtime.get_state(run_id, checkpoint_id)` on a new `SqliteStore`, "
+             "and the engine's own loader (`ThreadRunner.load`: "
+             "`store.load_checkpoint` + typed decode, what `resume` uses). Theirs: "
+             "`graph.aget_state(config)` and `AsyncSqliteSaver.aget_tuple(config)`; with the "
+             "DeltaChannel, `aget_tuple` returns no message list (only a snapshot every 100 "
+             "updates), so its load is also given with the list replayed (`aget_tuple`, the "
+             "saver's `aget_delta_channel_history`, the channel's `replay_writes`), what its "
+             "`aget_state` does. The middle checkpoint is superstep N/2 (N/2 messages). "
+             "Times in ms; median (best) over all samples.", "",
+             "| N | read | durable-flow | LangGraph | LangGraph DeltaChannel | ratio ours/theirs "
+             "| ratio ours/DeltaChannel |", "|---|---|---|---|---|---|---|"]
+
+    def ratio(o: list[float], t: list[float]) -> str:
+        return f"{med(o) / med(t):.3g}" if o and t else "-"
+
+    for n in read_sizes:
+        ch = chain[str(n)]
+        rows = [(key, f"{ours_name} / {theirs_name}", key, key)
+                for key, ours_name, theirs_name in READ_ROWS]
+        rows.append(("load_head", "engine loader, head / aget_tuple(head) with the list "
+                     "replayed", "load_head", "load_head_replay"))
+        for mine, name, theirs, delta in rows:
+            o, t = _pooled(ch, "ours", mine), _pooled(ch, "theirs", theirs)
+            d = _pooled(ch, "delta", delta)
+            if delta == "load_head_replay":
+                t = []  # the default channel's tuple holds the list: the row above
+            cells = _ms_cells(o, t, d)
+            lines.append(f"| {n:,} | {name} | {' | '.join(cells)} | {ratio(o, t)} | "
+                         f"{ratio(o, d)} |")
+    return [*lines, ""]
+
+
+def history_table(ch: dict[str, Any]) -> list[str]:
+    """Listing the checkpoints of the 1,000-superstep chain, each side."""
+    o = _pooled(ch, "ours", "history")
+    lines = ["## history: listing the checkpoints of a 1,000-superstep run", "",
+             "Ours: `Runtime.history(run_id)` (metadata only). Theirs: "
+             "`graph.aget_state_history(config)`, and the raw `saver.alist(config)` "
+             "(both decode every checkpoint blob: LangGraph has no metadata-only "
+             "listing; with the DeltaChannel, `aget_state_history` also replays each "
+             "checkpoint's list, so its two listings are sampled once per repetition). Times "
+             "in ms, "
+             "median (best).", "",
+             "| read | durable-flow | LangGraph | LangGraph DeltaChannel | ratio ours/theirs | "
+             "ratio ours/DeltaChannel |", "|---|---|---|---|---|---|"]
+    for theirs, name in (("history", "history vs aget_state_history"),
+                         ("history_raw", "history vs saver.alist")):
+        t, d = _pooled(ch, "theirs", theirs), _pooled(ch, "delta", theirs)
+        ratios = [f"{med(o) / med(x):.3g}" if x else "-" for x in (t, d)]
+        lines.append(f"| {name} | {' | '.join(_ms_cells(o, t, d))} | {' | '.join(ratios)} |")
+    return [*lines, ""]
+
+
+def chain_section(chain: dict[str, Any], sizes: list[int]) -> list[str]:
+    """The report's chain sections: a table per N, the reads, the history, the plot."""
+    lines = ["## chain: one node looping on itself, one ~200-byte message + counter per "
+             "superstep", "",
+             "LangGraph runs it twice: with its default channel for the message list "
+             "(`Annotated[list, operator.add]`: every checkpoint holds the whole list) and with "
+             "its `DeltaChannel` (`Annotated[list, DeltaChannel(append_all)]`, its defaults: "
+             "the list is stored whole every 100 updates, and a read replays the writes saved "
+             "since), interleaved with ours in each repetition.", ""]
+    for n in sizes:
+        lines += [f"### N = {n:,}", "", *chain_table(chain[str(n)])]
+    read_sizes = [n for n in sizes if "reads" in chain[str(n)]["ours"][0]]
+    if read_sizes:
+        lines += reads_table(chain, read_sizes)
+    if "1000" in chain and "reads" in chain["1000"]["ours"][0]:
+        lines += history_table(chain["1000"])
+    return [*lines, "## Plot", "", "![bytes and time per superstep against N](chain.png)", ""]
 
 
 def map_section(pair: dict[str, Any]) -> list[str]:
@@ -773,8 +842,8 @@ def plot(res: dict[str, Any], sizes: list[int], path: Path) -> None:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {"ours": ("tab:blue", "o"), "theirs": ("tab:red", "s")}
-    for side in ("ours", "theirs"):
+    styles = {"ours": ("tab:blue", "o"), "theirs": ("tab:red", "s"), "delta": ("tab:orange", "^")}
+    for side in (k for k in CHAIN_SIDES if all(res["chain"][str(n)].get(k) for n in sizes)):
         color, marker = styles[side]
         b = [med([r["bytes_per_superstep"] for r in res["chain"][str(n)][side]]) for n in sizes]
         t = [med([r["s_per_superstep"] for r in res["chain"][str(n)][side]]) * 1e3

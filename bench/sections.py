@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+_START = re.compile(r"<!-- ([A-Za-z0-9_-]+):start -->")
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -29,3 +32,17 @@ def replace_section(path: Path, name: str, section: str) -> None:
     else:
         text = (text.rstrip("\n") + "\n\n" if text else "") + section + "\n"
     path.write_text(text)
+
+
+def top_sections(path: Path) -> list[str]:
+    """The names of the sections of ``path`` not inside another one, in file order."""
+    text = path.read_text() if path.exists() else ""
+    names, pos = [], 0
+    for found in _START.finditer(text):
+        name = found.group(1)
+        end = text.find(markers(name)[1], found.end())
+        if found.start() < pos or end < 0:
+            continue  # nested in the section before, or never closed
+        names.append(name)
+        pos = end
+    return names

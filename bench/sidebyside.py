@@ -8,7 +8,9 @@ loader, what ``resume`` uses) beside LangGraph's ``aget_state``/``aget_tuple``
 of the same run; with ``bench/loads.py``, a 20,000-superstep load beside a
 1,000 one, and a small run's supersteps alone and beside a task that reads
 the 20,000-superstep run's head over and over; the chain N=1,000 beside
-LangGraph's; a PostgreSQL chain commit beside a raw asyncpg
+LangGraph's; LangGraph both with its default channel for the message list
+and with its ``DeltaChannel`` (supersteps/s, bytes per checkpoint and the
+head's reads of each); a PostgreSQL chain commit beside a raw asyncpg
 one-statement INSERT; 2 worker processes beside 1
 on PostgreSQL with I/O-bound nodes (``fleet.py``); short workflows (three
 durable steps, started one after another) beside DBOS Transact on the same
@@ -51,6 +53,11 @@ from sections import replace_section  # noqa: E402
 from durable_flow import END, Blackboard, PostgresStore, RunStatus, Runtime, WorkflowBuilder  # noqa: E402
 
 SECTION = "sidebyside"
+# LangGraph's chain with the message list on its default channel (a
+# BinaryOperatorAggregate of operator.add) and on its DeltaChannel: the key
+# of each in the results, and its name in the report
+THEIRS = {"default": "theirs", "delta": "delta"}
+CHANNEL_NAME = {"theirs": "default channel", "delta": "DeltaChannel"}
 SERVER_DSN = os.environ.get("DURABLE_FLOW_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
@@ -264,26 +271,37 @@ class Bench:
         if self.langgraph:
             import workloads_langgraph as theirs
 
-            out["theirs"] = asyncio.run(theirs.chain(self.folder("load-theirs"), n, reads=3))
+            for channel in theirs.CHANNELS:  # "theirs": the default channel, "delta"
+                out[THEIRS[channel]] = asyncio.run(theirs.chain(
+                    self.folder(f"load-{THEIRS[channel]}"), n, reads=3, channel=channel))
         out.update(small=small, n=n, big=big)
         self.res["loads"] = out
 
     def chain(self) -> None:
         n, reps = self.args.chain_n, self.args.reps
-        sides: dict[str, list[float]] = {"ours": [], "theirs": []}
-        cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
-        for rep in range(reps):  # interleaved: both sides see the same machine
-            got = asyncio.run(ours.chain(self.folder(f"chain-ours-{rep}"), n, profile_run=False))
-            sides["ours"].append(got["supersteps_per_s"])
-            cpu["ours"].append(got["cpu_per_superstep"])
+        keys = ("ours", *THEIRS.values())
+        sides: dict[str, list[float]] = {k: [] for k in keys}
+        cpu: dict[str, list[float]] = {k: [] for k in keys}
+        size: dict[str, list[float]] = {k: [] for k in keys}
+
+        def record(key: str, got: dict[str, Any]) -> None:
+            sides[key].append(got["supersteps_per_s"])
+            cpu[key].append(got["cpu_per_superstep"])
+            size[key].append(got["bytes_per_superstep"])
+
+        for rep in range(reps):  # interleaved: every side sees the same machine
+            record("ours", asyncio.run(ours.chain(self.folder(f"chain-ours-{rep}"), n,
+                                                  profile_run=False)))
             if self.langgraph:
                 import workloads_langgraph as theirs
 
-                got = asyncio.run(theirs.chain(self.folder(f"chain-theirs-{rep}"), n))
-                sides["theirs"].append(got["supersteps_per_s"])
-                cpu["theirs"].append(got["cpu_per_superstep"])
+                for channel in theirs.CHANNELS:
+                    key = THEIRS[channel]
+                    record(key, asyncio.run(theirs.chain(self.folder(f"chain-{key}-{rep}"), n,
+                                                         channel=channel)))
         self.res["chain"] = {"n": n, **{k: v for k, v in sides.items() if v},
-                             "cpu": {k: statistics.median(v) for k, v in cpu.items() if v}}
+                             "cpu": {k: statistics.median(v) for k, v in cpu.items() if v},
+                             "bytes": {k: statistics.median(v) for k, v in size.items() if v}}
 
     def pg_commit(self) -> None:
         with database(self.args.pg_dsn, "commit") as dsn:
@@ -354,6 +372,22 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+def _bytes(n: float) -> str:
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _their_head(key: str, reads: dict[str, float]) -> str:
+    """LangGraph's reads of the head with one of its channels, for a row's text."""
+    text = (f"LangGraph ({CHANNEL_NAME[key]}) aget_state {_ms(reads['head'])}, aget_tuple "
+            f"{_ms(reads['load_head'])}")
+    if "load_head_replay" in reads:  # its tuple holds no message list
+        text += f" (without the list; with it replayed {_ms(reads['load_head_replay'])})"
+    return text
+
+
 def _status(met: bool | None) -> str:
     return "not measured" if met is None else ("met" if met else "**missed**")
 
@@ -369,19 +403,21 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
         ld = res["loads"]
         n, small, big = ld["n"], ld["small"], ld["big"]
         head = ld["heads"][n]
-        o, t = ld["ours"]["reads"], ld.get("theirs", {}).get("reads")
-        vs = (f"; the same chain: ours get_state {_ms(o['head'])}, loader {_ms(o['load_head'])}, "
-              f"LangGraph aget_state {_ms(t['head'])}, aget_tuple {_ms(t['load_head'])}: "
-              f"{o['head'] / t['head']:.1f}x / {o['load_head'] / t['load_head']:.1f}x" if t else
+        o = ld["ours"]["reads"]
+        lg = {key: ld[key]["reads"] for key in THEIRS.values() if key in ld}
+        vs = (f"; the same chain: ours get_state {_ms(o['head'])}, loader {_ms(o['load_head'])}; "
+              + "; ".join(_their_head(key, t) for key, t in lg.items()) if lg else
               "; LangGraph not measured")
         worst = max(head["get_state_ms"], head["loader_ms"])
         rows.append((f"resume (get_state) from the head at N={n:,} under 10 ms",
                      f"get_state {head['get_state_ms']:.1f} ms, engine loader "
                      f"{head['loader_ms']:.1f} ms, resume {head['resume_ms']:.1f} ms{vs}",
                      _status(worst < 10)))
-        if t:  # DESIGN.md: resume and get_state of that head no slower than LangGraph's
+        # DESIGN.md: resume and get_state of that head no slower than LangGraph's, with
+        # either of its channels for the message list
+        for key, t in lg.items():
             rows.append((f"resume and get_state of the head at N={n:,} no slower than "
-                         "LangGraph's aget_state of the same run",
+                         f"LangGraph's aget_state of the same run ({CHANNEL_NAME[key]})",
                          f"resume's loader {o['load_head'] / t['head']:.2f}x, get_state "
                          f"{o['head'] / t['head']:.2f}x LangGraph's aget_state "
                          f"({_ms(t['head'])})",
@@ -403,15 +439,16 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                      _status(max(over.values()) <= 5)))
     if "chain" in res:
         ch = res["chain"]
-        if "theirs" in ch:
-            ratio = statistics.median(ch["ours"]) / statistics.median(ch["theirs"])
-            by_cpu = ch["cpu"]["theirs"] / ch["cpu"]["ours"]
-            rows.append((f"chain N={ch['n']:,}: at least 5x LangGraph's supersteps/s",
+        for key in (k for k in THEIRS.values() if k in ch):
+            ratio = statistics.median(ch["ours"]) / statistics.median(ch[key])
+            by_cpu = ch["cpu"][key] / ch["cpu"]["ours"]
+            rows.append((f"chain N={ch['n']:,}: at least 5x LangGraph's supersteps/s "
+                         f"({CHANNEL_NAME[key]})",
                          f"{ratio:.2f}x ({statistics.median(ch['ours']):.0f} vs "
-                         f"{statistics.median(ch['theirs']):.0f} supersteps/s; by CPU per "
+                         f"{statistics.median(ch[key]):.0f} supersteps/s; by CPU per "
                          f"superstep {by_cpu:.2f}x: {_ms(ch['cpu']['ours'])} vs "
-                         f"{_ms(ch['cpu']['theirs'])})", _status(ratio >= 5)))
-        else:
+                         f"{_ms(ch['cpu'][key])})", _status(ratio >= 5)))
+        if "theirs" not in ch:
             rows.append((f"chain N={ch['n']:,}: at least 5x LangGraph's supersteps/s",
                          f"ours {statistics.median(ch['ours']):.0f} supersteps/s, LangGraph "
                          "not measured", _status(None)))
@@ -440,6 +477,48 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def channels_table(res: dict[str, Any]) -> list[str]:
+    """LangGraph's default channel beside its DeltaChannel, and ours, as this run measured them."""
+    ch, ld = res.get("chain", {}), res.get("loads", {})
+    keys = ("ours", *THEIRS.values())
+    table: list[tuple[str, list[str]]] = []
+    if "delta" in ch:
+        n = ch["n"]
+        table += [(f"chain N={n:,}: supersteps/s (median of {len(ch['ours'])})",
+                   [f"{statistics.median(ch[k]):.0f}" for k in keys]),
+                  (f"chain N={n:,}: CPU per superstep", [_ms(ch["cpu"][k]) for k in keys]),
+                  (f"chain N={n:,}: database bytes per checkpoint",
+                   [_bytes(ch["bytes"][k]) for k in keys])]
+    if "delta" in ld:
+        n = ld["n"]
+        reads = {k: ld[k]["reads"] for k in keys}
+        table += [(f"chain N={n:,}: supersteps/s (one run)",
+                   [f"{ld[k]['supersteps_per_s']:.0f}" for k in keys]),
+                  (f"chain N={n:,}: database bytes per checkpoint",
+                   [_bytes(ld[k]["bytes_per_superstep"]) for k in keys]),
+                  (f"head of N={n:,}: get_state / aget_state",
+                   [_ms(reads[k]["head"]) for k in keys]),
+                  (f"head of N={n:,}: engine loader / aget_tuple",
+                   [_ms(reads[k]["load_head"]) for k in keys[:2]]
+                   + [f"{_ms(reads['delta']['load_head'])} (without the list)"]),
+                  (f"head of N={n:,}: engine loader / aget_tuple with the list replayed",
+                   [_ms(reads["ours"]["load_head"]), "(as aget_tuple)",
+                    _ms(reads["delta"]["load_head_replay"])]),
+                  (f"middle (N/2) of N={n:,}: get_state / aget_state",
+                   [_ms(reads[k]["middle"]) for k in keys])]
+    if not table:
+        return []
+    return ["", "LangGraph with the chain's message list on its default channel "
+            "(`Annotated[list, operator.add]`, a `BinaryOperatorAggregate`: every checkpoint "
+            "holds the whole list) and on its `DeltaChannel` (`DeltaChannel(append_all)`, its "
+            "defaults: a checkpoint holds the list only every 100 updates, and a read replays "
+            "the writes saved since), beside ours, in this run. Reads on a fresh connection, "
+            "minimum of 3; the replayed load is `aget_tuple` then the saver's "
+            "`aget_delta_channel_history` and the channel's replay of those writes.", "",
+            "| measured | durable-flow | LangGraph, default channel | LangGraph, DeltaChannel |",
+            "|---|---|---|---|", *[f"| {name} | {' | '.join(cells)} |" for name, cells in table]]
+
+
 def render(bench: Bench, rows: list[tuple[str, str, str]], command: str, took: float) -> str:
     start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
     lines = [start, "## Side by side: the DESIGN.md targets in one run", "",
@@ -461,6 +540,7 @@ def render(bench: Bench, rows: list[tuple[str, str, str]], command: str, took: f
              "before the next starts) on a fresh database per side on the same server.", "",
              "| target | measured | status |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {s} |" for t, m, s in rows]
+    lines += channels_table(bench.res)
     if bench.notes:
         lines += ["", *[f"- {note}" for note in bench.notes]]
     for name, text in bench.profiles.items():

@@ -3,16 +3,27 @@
 The state uses LangGraph's plain ``Annotated[list, operator.add]`` reducer
 with dict messages: the cheapest way to append on their side (no
 ``add_messages`` id matching, no message classes to serialize).
+
+The chain also runs with its message list through LangGraph's
+``DeltaChannel`` (``chain(..., channel="delta")``), the same graph
+otherwise: a checkpoint's blob then holds no message list, only every
+``snapshot_frequency`` updates (its default, 100) a snapshot of it, and a
+read rebuilds the list from that snapshot and the writes saved since.
+LangGraph turns the message dicts written to a ``DeltaChannel`` into
+``AIMessage`` objects with ids (``ensure_message_ids``), so that variant
+stores and decodes message objects where the default one keeps dicts.
 """
 
 from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import aiosqlite
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
@@ -32,10 +43,25 @@ from workloads_common import (
 )
 
 NAME = "LangGraph"
+Channel = Literal["default", "delta"]
+CHANNELS: tuple[Channel, ...] = ("default", "delta")
+
+
+def append_all(state: list[dict[str, Any]],
+               writes: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``operator.add`` over a batch of writes, as ``DeltaChannel`` calls its reducer."""
+    return state + [m for w in writes for m in w]
 
 
 class ChainState(TypedDict):
     messages: Annotated[list[dict[str, Any]], operator.add]
+    count: Annotated[int, operator.add]
+
+
+class DeltaChainState(TypedDict):
+    """``ChainState`` with its message list through ``DeltaChannel`` (its defaults)."""
+
+    messages: Annotated[list[dict[str, Any]], DeltaChannel(append_all)]
     count: Annotated[int, operator.add]
 
 
@@ -56,12 +82,20 @@ class AskState(TypedDict):
     approved: bool
 
 
-def chain_graph(n: int) -> StateGraph:
+def chain_graph(n: int, channel: Channel = "default") -> StateGraph:
     async def step(state: ChainState) -> dict[str, Any]:
         return {"messages": [{"role": "assistant", "content": CONTENT}], "count": 1}
 
-    g = StateGraph(ChainState)
-    g.add_node("step", step)
+    async def delta_step(state: DeltaChainState) -> dict[str, Any]:
+        # the node's annotation is its input schema: it must name the same channels
+        return {"messages": [{"role": "assistant", "content": CONTENT}], "count": 1}
+
+    if channel == "delta":
+        g = StateGraph(DeltaChainState)
+        g.add_node("step", delta_step)
+    else:
+        g = StateGraph(ChainState)
+        g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_conditional_edges("step", lambda s: "step" if s["count"] < n else END, ["step", END])
     return g
@@ -172,9 +206,30 @@ async def _history(app: Any, cfg: Any) -> list[Any]:
     return [s async for s in app.aget_state_history(cfg)]
 
 
-async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
+async def _load_with_list(saver: AsyncSqliteSaver, cfg: Any, channel: Any) -> int:
+    """``aget_tuple`` and, for a ``DeltaChannel``, its replay: the list a resume starts from.
+
+    The delta variant's checkpoint blob holds no message list (only a
+    snapshot every ``snapshot_frequency`` updates), so its ``aget_tuple``
+    alone does not load it; the saver's ``aget_delta_channel_history`` walks
+    back to the last snapshot and the channel replays the writes since.
+    """
+    tup = await saver.aget_tuple(cfg)
+    assert tup is not None
+    if not isinstance(channel, DeltaChannel):
+        return len(tup.checkpoint["channel_values"]["messages"])
+    history = (await saver.aget_delta_channel_history(config=tup.config,
+                                                      channels=["messages"]))["messages"]
+    loaded = channel.from_checkpoint(history.get("seed"))
+    loaded.replay_writes(history["writes"])
+    return len(loaded.get())
+
+
+async def chain(folder: str, n: int, reads: int = 0,
+                channel: Channel = "default") -> dict[str, Any]:
+    """One node looping ``n`` times; ``channel`` picks the message list's channel."""
     path = Path(folder) / "lg.db"
-    graph = chain_graph(n)
+    graph = chain_graph(n, channel)
     size0 = await _setup_size(path)
     rss0 = peak_rss_mb()
     conn, saver = await _saver(path)
@@ -191,43 +246,63 @@ async def chain(folder: str, n: int, reads: int = 0) -> dict[str, Any]:
             pragmas[k] = (await cur.fetchone())[0]
     await conn.close()
     out = chain_stats(n, t, cpu, size0, path, rss0, pragmas)
+    out["channel"] = channel
     if reads:
-        # checkpoint ids, from the metadata column only (not timed)
-        with_steps = []
-        conn, saver = await _saver(path)
-        async with conn.execute(
-                "SELECT checkpoint_id, json_extract(metadata, '$.step') FROM checkpoints "
-                "WHERE thread_id = 't1' AND checkpoint_ns = ''") as cur:
-            with_steps = list(await cur.fetchall())
-        await conn.close()
-        head = max(with_steps)[0]
-        # their checkpoint of step k holds k messages, as our superstep k does
-        middle = next(cid for cid, step in with_steps if step == n // 2)
-        samples: dict[str, list[float]] = {k: [] for k in
-                                           ("head", "middle", "load_head", "load_middle",
-                                            "history", "history_raw")}
-        for _ in range(reads):
-            samples["head"].append(await _fresh(path, graph,
-                                                lambda app, s: app.aget_state(_cfg("t1"))))
-            samples["middle"].append(await _fresh(
-                path, graph, lambda app, s: app.aget_state(_cfg("t1", middle))))
-            samples["load_head"].append(await _fresh(
-                path, graph, lambda app, s: s.aget_tuple(_cfg("t1", head))))
-            samples["load_middle"].append(await _fresh(
-                path, graph, lambda app, s: s.aget_tuple(_cfg("t1", middle))))
-            if n <= 1000:
-                samples["history"].append(await _fresh(
-                    path, graph, lambda app, s: _history(app, _cfg("t1"))))
-                samples["history_raw"].append(await _fresh(
-                    path, graph, lambda app, s: _alist(s, _cfg("t1"))))
-        conn, saver = await _saver(path)
-        app = graph.compile(checkpointer=saver)
-        snap = await app.aget_state(_cfg("t1", middle))
-        assert len(snap.values["messages"]) == n // 2, len(snap.values["messages"])
-        await conn.close()
-        out["reads"] = {k: min(v) for k, v in samples.items() if v}
-        out["reads_all"] = samples
+        out.update(await _chain_reads(path, graph, n, reads, channel))
     return out
+
+
+async def _chain_reads(path: Path, graph: StateGraph, n: int, reads: int,
+                       channel: Channel) -> dict[str, Any]:
+    """Reads of the head and the middle checkpoint (and the history), each on a fresh connection.
+
+    ``load_head`` is the saver's ``aget_tuple``; the delta variant's also gets
+    ``load_head_replay``, the tuple with its message list replayed, since its
+    tuple alone holds no list.
+    """
+    # checkpoint ids, from the metadata column only (not timed)
+    conn, saver = await _saver(path)
+    async with conn.execute(
+            "SELECT checkpoint_id, json_extract(metadata, '$.step') FROM checkpoints "
+            "WHERE thread_id = 't1' AND checkpoint_ns = ''") as cur:
+        with_steps = list(await cur.fetchall())
+    await conn.close()
+    head = max(with_steps)[0]
+    # their checkpoint of step k holds k messages, as our superstep k does
+    middle = next(cid for cid, step in with_steps if step == n // 2)
+    spec = graph.compile().channels["messages"]
+    samples: dict[str, list[float]] = {k: [] for k in
+                                       ("head", "middle", "load_head", "load_middle",
+                                        "history", "history_raw")}
+    if channel == "delta":
+        samples["load_head_replay"] = []
+    for _ in range(reads):
+        samples["head"].append(await _fresh(path, graph,
+                                            lambda app, s: app.aget_state(_cfg("t1"))))
+        samples["middle"].append(await _fresh(
+            path, graph, lambda app, s: app.aget_state(_cfg("t1", middle))))
+        samples["load_head"].append(await _fresh(
+            path, graph, lambda app, s: s.aget_tuple(_cfg("t1", head))))
+        samples["load_middle"].append(await _fresh(
+            path, graph, lambda app, s: s.aget_tuple(_cfg("t1", middle))))
+        if channel == "delta":
+            samples["load_head_replay"].append(await _fresh(
+                path, graph, lambda app, s: _load_with_list(s, _cfg("t1", head), spec)))
+        # the delta variant's history rebuilds every checkpoint's list by replay
+        # (about 19 s at N=1,000 here): one sample of it, not one per read
+        if n <= 1000 and (channel == "default" or not samples["history"]):
+            samples["history"].append(await _fresh(
+                path, graph, lambda app, s: _history(app, _cfg("t1"))))
+            samples["history_raw"].append(await _fresh(
+                path, graph, lambda app, s: _alist(s, _cfg("t1"))))
+    conn, saver = await _saver(path)
+    app = graph.compile(checkpointer=saver)
+    snap = await app.aget_state(_cfg("t1", middle))
+    assert len(snap.values["messages"]) == n // 2, len(snap.values["messages"])
+    loaded = await _load_with_list(saver, _cfg("t1", head), spec)
+    assert loaded == n, loaded
+    await conn.close()
+    return {"reads": {k: min(v) for k, v in samples.items() if v}, "reads_all": samples}
 
 
 async def fanout(folder: str) -> dict[str, Any]:
