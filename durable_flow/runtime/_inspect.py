@@ -155,10 +155,10 @@ class Inspector:
         meta = await self._locate(record, checkpoint_id, namespace)
         if meta.thread == "" and meta.id == record.head_checkpoint_id:
             return await self._snapshot(record, meta)
-        metas = await self.store.list_checkpoints(run_id)
-        if meta.thread and not any(m.parent_id == meta.id for m in metas):
+        then = _Then(self.store, run_id, meta.created_at)
+        if meta.thread and not await then.children(meta.id):
             return await self._snapshot(record, meta)  # the head of a sub-workflow's history
-        then = _Then(meta.created_at, metas, await self.store.get_requests(run_id))
+        then.rows = await self.store.get_requests(run_id)
         return await self._snapshot(record, meta, then=then)
 
     async def _locate(self, record: RunRecord, checkpoint_id: str | None,
@@ -200,7 +200,7 @@ class Inspector:
                                                 checkpoint_id=meta.id)
             pending = [to_pending(r) for r in asks([*own, *waits])]
         else:
-            pending = [to_pending(r) for r in then.asked(meta)]
+            pending = [to_pending(r) for r in await then.asked(meta)]
         for sub in subs.values():
             pending.extend(sub.pending_requests)
         return Snapshot(
@@ -220,30 +220,37 @@ class _Then:
     (``ParkedTask.waits_for`` as it was). A superstep's rows move with it when
     a run goes on from a copy of its checkpoint (a ``"resume"`` child, same
     superstep): they are looked up at the checkpoint and at each such copy.
+    A checkpoint's children are read from the store's index when needed
+    (``child_checkpoints``), never the run's whole history.
     """
 
-    def __init__(self, at: datetime, metas: list[CheckpointMeta],
-                 rows: list[RequestRow]) -> None:
-        self.at, self.rows = at, rows
-        self.copies: dict[str, list[str]] = {}
-        self.ends: dict[str, datetime] = {}
-        for m in metas:
-            if m.parent_id is None:
-                continue
-            if m.source == "resume":
-                self.copies.setdefault(m.parent_id, []).append(m.id)
-            end = self.ends.get(m.parent_id)
-            self.ends[m.parent_id] = m.created_at if end is None else min(end, m.created_at)
+    def __init__(self, store: CheckpointStore, run_id: str, at: datetime) -> None:
+        self.store, self.run_id, self.at = store, run_id, at
+        self.rows: list[RequestRow] = []
+        self._children: dict[str, list[CheckpointMeta]] = {}
 
-    def _moved(self, checkpoint_id: str) -> set[str]:
+    async def children(self, checkpoint_id: str) -> list[CheckpointMeta]:
+        """The checkpoints written on ``checkpoint_id`` (read once)."""
+        found = self._children.get(checkpoint_id)
+        if found is None:
+            found = await self.store.child_checkpoints(self.run_id, checkpoint_id)
+            self._children[checkpoint_id] = found
+        return found
+
+    async def _end(self, checkpoint_id: str) -> datetime | None:
+        """When the first checkpoint after ``checkpoint_id`` was written (None: none yet)."""
+        return min((m.created_at for m in await self.children(checkpoint_id)), default=None)
+
+    async def _moved(self, checkpoint_id: str) -> set[str]:
+        """``checkpoint_id`` and the copies a run went on from, copies of copies too."""
         out, todo = set(), [checkpoint_id]
         while todo:
             if (cid := todo.pop()) not in out:
                 out.add(cid)
-                todo += self.copies.get(cid, [])
+                todo += [m.id for m in await self.children(cid) if m.source == "resume"]
         return out
 
-    def asked(self, meta: CheckpointMeta) -> list[RequestRow]:
+    async def asked(self, meta: CheckpointMeta) -> list[RequestRow]:
         """The requests to people of ``meta``'s tasks and parked tasks open at ``at``."""
         quals: dict[str, set[str]] = {meta.id: set()}
         for p in meta.parked:
@@ -251,8 +258,8 @@ class _Then:
             quals.setdefault(p.anchor, set()).update(names)
         found: dict[str, RequestRow] = {}
         for anchor, nodes in quals.items():
-            ids, own = self._moved(anchor), anchor == meta.id
-            end = self.ends.get(meta.id) if own else meta.created_at
+            ids, own = await self._moved(anchor), anchor == meta.id
+            end = await self._end(meta.id) if own else meta.created_at
             for r in self.rows:
                 if (r.checkpoint_id in ids and r.kind == "request"
                         and (own or r.node in nodes)

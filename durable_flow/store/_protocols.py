@@ -318,6 +318,14 @@ class CheckpointLog(Protocol):
         """
         ...
 
+    async def child_checkpoints(self, run_id: str, parent_id: str) -> list[CheckpointMeta]:
+        """The checkpoints whose parent is ``parent_id`` (any thread), oldest first.
+
+        A store reads a few rows of an index, however long the run: what came
+        after an older checkpoint is found without reading the run's history.
+        """
+        ...
+
     async def namespace_heads(self, run_id: str) -> list[CheckpointMeta]:
         """The newest checkpoint of each sub-workflow namespace of a run, by namespace.
 

@@ -77,6 +77,26 @@ async def test_get_state_of_a_long_run_builds_no_model(rt: Runtime) -> None:
         f"message {i}" for i in range(middle.values["count"])]
 
 
+async def test_get_state_of_an_older_checkpoint_reads_its_children_not_the_runs_history(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = await rt.run(chain(), {"limit": 200}, max_supersteps=201)
+    pages = await rt.history(result.run_id, limit=101)
+    calls: list[str] = []
+    for name in ("list_checkpoints", "child_checkpoints"):
+        real = getattr(rt.store, name)
+
+        async def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return await _real(*args, **kw)
+        monkeypatch.setattr(rt.store, name, counted)
+    middle = await rt.get_state(result.run_id, pages[-1].id)
+    assert middle.checkpoint_id == pages[-1].id and middle.values["count"] == 100
+    # the checkpoint's children, a row or two of an index: never the run's 200 checkpoints
+    assert "list_checkpoints" not in calls
+    assert 1 <= calls.count("child_checkpoints") <= 2, calls
+
+
 def test_a_damaged_history_item_raises_when_read() -> None:
     def damaged(exc: Exception) -> Exception:
         return CheckpointCorruptedError("run-1", "cp-1", str(exc))

@@ -22,6 +22,7 @@ from durable_flow.errors import (
 from durable_flow.model._clock import utcnow
 from durable_flow.model._records import CheckpointRef, RunStatus
 from durable_flow.store._protocols import (
+    Carry,
     CheckpointStore,
     Claim,
     Commit,
@@ -187,6 +188,27 @@ async def test_threads_have_their_own_heads_and_channels(store: CheckpointStore)
         assert state_of(await store.load_checkpoint("r1", head.id)) == chain.expected[head.id]
     assert await store.thread_head("r1", "missing/thread") is None
     assert await store.thread_head("r2", "") is None
+
+
+async def test_child_checkpoints_are_those_written_on_a_checkpoint_in_any_thread(
+    store: CheckpointStore,
+) -> None:
+    top, lease = await start_run(store, "r1")
+    await store.commit(Commit(lease, checkpoint=top.next(values={"x": 0})))
+    first, middle = top.metas
+    # the head, and in the same commit a copy in a thread of its own written on the middle one
+    # (as a run going on from a copy of a parked sub-workflow's checkpoint)
+    copy = top.sub("sub").next(values={"x": -1})
+    copy = dataclasses.replace(copy, meta=dataclasses.replace(copy.meta, parent_id=middle.id,
+                                                              source="resume"))
+    head = top.next(values={"x": 1})
+    await store.commit(Commit(lease, checkpoint=head, nested=[(copy, Carry(middle.id))]))
+    assert await store.child_checkpoints("r1", first.id) == [middle]
+    children = await store.child_checkpoints("r1", middle.id)
+    assert children == sorted([head.meta, copy.meta], key=lambda m: m.id)  # oldest first
+    assert await store.child_checkpoints("r1", head.meta.id) == []
+    assert await store.child_checkpoints("r1", copy.meta.id) == []
+    assert await store.child_checkpoints("r2", first.id) == []  # another run's: none
 
 
 async def test_history_is_newest_first_and_filters_by_namespace(store: CheckpointStore) -> None:

@@ -72,6 +72,7 @@ from ._ops import (
 )
 from ._reads import (
     checkpoint_ids_tx,
+    child_checkpoints_tx,
     first_checkpoint_tx,
     get_checkpoint_tx,
     get_requests_tx,
@@ -314,6 +315,11 @@ class SqlStore(SqlApprovals, SqlFlow, abc.ABC):
         return await self.driver.run(
             partial(list_checkpoints_tx, self._q, run_id, namespace, thread, before, limit),
             write=False)
+
+    async def child_checkpoints(self, run_id: str, parent_id: str) -> list[CheckpointMeta]:
+        """The checkpoints whose parent is ``parent_id``, oldest first (an index range)."""
+        return await self.driver.run(partial(child_checkpoints_tx, self._q, run_id, parent_id),
+                                     write=False)
 
     async def namespace_heads(self, run_id: str) -> list[CheckpointMeta]:
         """The newest checkpoint of each sub-workflow namespace of a run (an index range)."""

@@ -38,11 +38,11 @@ __all__ = [
 ]
 
 #: The newest revision in ``migrations/versions`` (a test checks it against alembic).
-HEAD_REVISION = "0021"
+HEAD_REVISION = "0022"
 #: Every revision this code ships; a database at any other is newer than this code.
 KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007",
                              "0008", "0009", "0011", "0012", "0013", "0014", "0016",
-                             "0017", "0019", "0020", "0021"})
+                             "0017", "0019", "0020", "0021", "0022"})
 #: Alembic's bookkeeping table.
 VERSION_TABLE = "alembic_version"
 #: The PostgreSQL advisory lock key that serializes migrations ("dfmigrat" in ASCII):

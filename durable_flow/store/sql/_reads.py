@@ -67,6 +67,12 @@ def list_checkpoints_tx(
     return [t.checkpoint_from_row(row) for row in rows]
 
 
+def child_checkpoints_tx(q: Queries, run_id: str, parent_id: str) -> Tx[list[CheckpointMeta]]:
+    """The checkpoints whose parent is ``parent_id``, oldest first (an index range)."""
+    rows = yield from fetch(q.cp_children, run_id=run_id, parent_id=parent_id)
+    return [t.checkpoint_from_row(row) for row in rows]
+
+
 def namespace_heads_tx(q: Queries, run_id: str) -> Tx[list[CheckpointMeta]]:
     """The newest checkpoint of each sub-workflow namespace of a run, by namespace."""
     rows = yield from fetch(q.cp_namespace_heads, run_id=run_id)

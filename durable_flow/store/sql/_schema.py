@@ -113,6 +113,8 @@ class CheckpointTable(_TableModel, table=True):
     __table_args__ = (
         Index("ux_checkpoints_thread_seq", "run_id", "thread", "seq", unique=True),
         Index("ix_checkpoints_namespace", "run_id", "namespace", "checkpoint_id"),
+        # added by migration 0022: a checkpoint's children (get_state of an older checkpoint)
+        Index("ix_checkpoints_parent", "run_id", "parent_id"),
     )
 
     run_id: str = Field(primary_key=True)

@@ -351,6 +351,9 @@ class Queries:
         # a thread's oldest checkpoint: one row of ux_checkpoints_thread_seq
         self.cp_first = c(select(cps).where(*_where(cps, "run_id", "thread"))
                           .order_by(cps.c.seq).limit(1))
+        # a checkpoint's children: a range of ix_checkpoints_parent, oldest first
+        self.cp_children = c(select(cps).where(*_where(cps, "run_id", "parent_id"))
+                             .order_by(cps.c.checkpoint_id))
         # ids matching a pattern (an id's end or start): at most ``limit`` of the run's ids
         self.cp_ids_like = c(
             select(cps.c.checkpoint_id).where(
