@@ -12,8 +12,8 @@ migrations write, hold the messages themselves; both read back the same.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from ..model._serde import encode
@@ -64,13 +64,22 @@ def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int,
     history (``items`` may give fewer than ``length``).
     """
     refs = [item.get(_KEY) if type(item) is dict and len(item) == 1 else None for item in items]
-    if whole and refs and None not in refs and _contiguous(refs):
+    span = _span(refs) if refs and None not in refs else None
+    if span is not None:
         # a node that only ever returned its messages: its history is one slice of the log
-        first = _ref(refs[0])[0]
+        first, covered = span
         log = messages()
-        if first + length > len(log) or _covered(refs) < length:
-            raise ValueError(f"a history of {length} refers past a log of {len(log)}")
-        return list(log[first:first + length])
+        if whole:
+            if first + length > len(log) or covered < length:
+                raise ValueError(f"a history of {length} refers past a log of {len(log)}")
+            return list(log[first:first + length])
+        count = min(covered, length)
+        if count <= 0:
+            return []
+        if first + count > len(log):
+            raise ValueError(f"a history refers to messages {first}..{first + count - 1} "
+                             f"of a log of {len(log)}")
+        return list(log[first:first + count])
     out: list[Any] = []
     log_: Sequence[Any] | None = None
     for item, ref in zip(items, refs, strict=True):
@@ -91,14 +100,23 @@ def expand(items: list[Any], messages: Callable[[], Sequence[Any]], length: int,
     return out
 
 
-def _contiguous(refs: list[Any]) -> bool:
-    """Whether well-formed references follow each other without a gap."""
-    pairs = [_ref(r) for r in refs]
-    return all(a[0] + a[1] == b[0] for a, b in pairwise(pairs))
+def _span(refs: list[Any]) -> tuple[int, int] | None:
+    """The ``(start, count)`` of the log slice that ``refs``, one after another, name.
 
-
-def _covered(refs: list[Any]) -> int:
-    return sum(r[1] for r in refs)
+    None when a reference is not ``[start, count]`` (two ints, start >= 0,
+    count > 0) or they leave a gap. Checked a column at a time: a long run's
+    history holds one reference per superstep.
+    """
+    if any(type(r) is not list or len(r) != 2 for r in refs):
+        return None
+    starts, counts = [r[0] for r in refs], [r[1] for r in refs]
+    if set(map(type, starts)) != {int} or set(map(type, counts)) != {int}:
+        return None  # (a bool is not an int here)
+    if min(starts) < 0 or min(counts) <= 0:
+        return None
+    if list(map(operator.add, starts[:-1], counts[:-1])) != starts[1:]:
+        return None
+    return starts[0], sum(counts)
 
 
 def _ref(value: Any) -> tuple[int, int]:
