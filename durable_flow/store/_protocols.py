@@ -319,10 +319,13 @@ class CheckpointLog(Protocol):
         ...
 
     async def child_checkpoints(self, run_id: str, parent_id: str) -> list[CheckpointMeta]:
-        """The checkpoints whose parent is ``parent_id`` (any thread), oldest first.
+        """The checkpoints written on ``parent_id``, oldest first.
 
-        A store reads a few rows of an index, however long the run: what came
-        after an older checkpoint is found without reading the run's history.
+        Those are the next checkpoint of its thread and the copies a run went on
+        from (``source="resume"``, in any thread): the only checkpoints the
+        engine writes with a parent. A store reads a few rows of its indexes,
+        however long the run: what came after an older checkpoint is found
+        without reading the run's history.
         """
         ...
 

@@ -330,6 +330,11 @@ async def test_reads_by_run_thread_status_and_the_inbox_use_indexes(tmp_path: Pa
         for cursor in (False, True):
             plan = _plan(path, q.req_inbox[(True, cursor, paged)])
             assert plan.startswith("SEARCH requests USING INDEX ix_requests_open_workflow"), plan
+    # a checkpoint's children: a row of the thread's chain, the partial index of copies
+    assert _plan(path, q.cp_at_seq).startswith(
+        "SEARCH checkpoints USING INDEX ux_checkpoints_thread_seq"), _plan(path, q.cp_at_seq)
+    assert _plan(path, q.cp_resumed).startswith(
+        "SEARCH checkpoints USING INDEX ix_checkpoints_resumed"), _plan(path, q.cp_resumed)
 
 
 async def test_an_unopenable_path_raises_a_store_error(tmp_path: Path) -> None:

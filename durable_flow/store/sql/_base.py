@@ -317,7 +317,7 @@ class SqlStore(SqlApprovals, SqlFlow, abc.ABC):
             write=False)
 
     async def child_checkpoints(self, run_id: str, parent_id: str) -> list[CheckpointMeta]:
-        """The checkpoints whose parent is ``parent_id``, oldest first (an index range)."""
+        """The checkpoints written on ``parent_id``, oldest first (a few index rows)."""
         return await self.driver.run(partial(child_checkpoints_tx, self._q, run_id, parent_id),
                                      write=False)
 

@@ -68,9 +68,19 @@ def list_checkpoints_tx(
 
 
 def child_checkpoints_tx(q: Queries, run_id: str, parent_id: str) -> Tx[list[CheckpointMeta]]:
-    """The checkpoints whose parent is ``parent_id``, oldest first (an index range)."""
-    rows = yield from fetch(q.cp_children, run_id=run_id, parent_id=parent_id)
-    return [t.checkpoint_from_row(row) for row in rows]
+    """The checkpoints written on ``parent_id``, oldest first (a few index rows).
+
+    The next checkpoint of its thread, and the copies a run went on from
+    (``source = "resume"``, in any thread).
+    """
+    meta = yield from get_checkpoint_tx(q, run_id, parent_id)
+    if meta is None:
+        return []
+    after = yield from fetch(q.cp_at_seq, run_id=run_id, thread=meta.thread, seq=meta.seq + 1)
+    copies = yield from fetch(q.cp_resumed, run_id=run_id, parent_id=parent_id)
+    found = {m.id: m for m in map(t.checkpoint_from_row, [*after, *copies])
+             if m.parent_id == parent_id}
+    return [found[k] for k in sorted(found)]
 
 
 def namespace_heads_tx(q: Queries, run_id: str) -> Tx[list[CheckpointMeta]]:

@@ -15,6 +15,7 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "METADATA",
+    "RESUMED",
     "ChannelValueTable",
     "CheckpointTable",
     "DecisionTable",
@@ -37,6 +38,8 @@ __all__ = [
 
 METADATA = MetaData()
 _OPEN = text("answer IS NULL")
+#: The checkpoints ``ix_checkpoints_resumed`` holds: copies a run went on from.
+RESUMED = "source = 'resume'"
 
 
 class _TableModel(SQLModel, registry=registry(metadata=METADATA)):
@@ -113,8 +116,11 @@ class CheckpointTable(_TableModel, table=True):
     __table_args__ = (
         Index("ux_checkpoints_thread_seq", "run_id", "thread", "seq", unique=True),
         Index("ix_checkpoints_namespace", "run_id", "namespace", "checkpoint_id"),
-        # added by migration 0022: a checkpoint's children (get_state of an older checkpoint)
-        Index("ix_checkpoints_parent", "run_id", "parent_id"),
+        # added by migration 0022: the copies a run went on from, by the checkpoint they copy
+        # (a checkpoint's other child is the next of its thread); partial: the supersteps'
+        # own checkpoints pay nothing for it
+        Index("ix_checkpoints_resumed", "run_id", "parent_id",
+              sqlite_where=text(RESUMED), postgresql_where=text(RESUMED)),
     )
 
     run_id: str = Field(primary_key=True)

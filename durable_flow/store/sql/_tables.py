@@ -31,6 +31,7 @@ from sqlalchemy import (
     insert,
     literal_column,
     select,
+    text,
     tuple_,
     type_coerce,
     union_all,
@@ -61,7 +62,7 @@ from ._codec import (
     task_write_from_row,
     to_us,
 )
-from ._schema import METADATA
+from ._schema import METADATA, RESUMED
 from ._statement import Statement
 
 __all__ = [
@@ -351,9 +352,13 @@ class Queries:
         # a thread's oldest checkpoint: one row of ux_checkpoints_thread_seq
         self.cp_first = c(select(cps).where(*_where(cps, "run_id", "thread"))
                           .order_by(cps.c.seq).limit(1))
-        # a checkpoint's children: a range of ix_checkpoints_parent, oldest first
-        self.cp_children = c(select(cps).where(*_where(cps, "run_id", "parent_id"))
-                             .order_by(cps.c.checkpoint_id))
+        # a checkpoint's children: the next of its thread (one row of
+        # ux_checkpoints_thread_seq) and the copies a run went on from (a range of the
+        # partial ix_checkpoints_resumed: its predicate written out, so the planner uses it)
+        self.cp_at_seq = c(select(cps).where(*_where(cps, "run_id", "thread", "seq")))
+        # (unordered: ordered by id, the primary key would be walked instead)
+        self.cp_resumed = c(select(cps).where(*_where(cps, "run_id", "parent_id"),
+                                              text(RESUMED)))
         # ids matching a pattern (an id's end or start): at most ``limit`` of the run's ids
         self.cp_ids_like = c(
             select(cps.c.checkpoint_id).where(
