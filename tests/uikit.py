@@ -246,3 +246,11 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+def expect(actual: Any, message: str | None = None) -> Any:
+    """Playwright's ``expect``, imported when first used (not when a browser test file is
+    collected: importing Playwright costs every test process a third of a second)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(actual, message)

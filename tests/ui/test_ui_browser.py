@@ -8,11 +8,14 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uikit
-from playwright.sync_api import Browser, Page, expect
+from uikit import expect
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 from durable_flow import (
     END,

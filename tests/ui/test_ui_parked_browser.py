@@ -6,11 +6,14 @@ import asyncio
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uikit
-from playwright.sync_api import Browser, Page, expect
+from uikit import expect
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 from durable_flow import RunStatus, Runtime, SqliteStore
 

@@ -22,7 +22,7 @@ import pytest
 import uikit
 from clikit import script
 from notifykit import SmtpReceiver, WebhookReceiver, free_port
-from playwright.sync_api import expect
+from uikit import expect
 
 pytestmark = [pytest.mark.process, pytest.mark.browser]
 
