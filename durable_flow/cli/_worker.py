@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from typing import Annotated
 
 import typer
 from rich.text import Text
 
+from .._logs import get_logger
 from ..model._graph import Workflow
 from ..runtime._worker import Worker
 from ._db import display_db, open_store
@@ -20,7 +22,9 @@ from ._support import CliOptions, options
 from ._targets import load_targets
 from ._ui import notifiers_from
 
-__all__ = ["worker"]
+__all__ = ["freeze_startup_heap", "worker"]
+
+_log = get_logger()
 
 TargetsArg = Annotated[list[str], typer.Argument(
     metavar="WORKFLOW...", show_default=False,
@@ -75,9 +79,26 @@ def worker(
     asyncio.run(_serve(opts, made, workflows))
 
 
+def freeze_startup_heap() -> int:
+    """Leave what the process holds when it starts serving out of later full collections.
+
+    The modules, the workflows and the store's statements stay alive as long
+    as the process; a full collection walks every object it tracks (about
+    90,000 here, 50-70 ms on a loaded 2-core machine, during which no
+    superstep of any run moves). ``gc.freeze`` after one collection moves
+    them to the permanent generation: later collections walk only what the
+    runs allocate. Returns how many objects were frozen.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 async def _serve(opts: CliOptions, w: Worker, workflows: list[Workflow]) -> None:
     console = make_console()
     async with w:
+        # a worker process is ours: what it holds now lives as long as it does
+        _log.info("worker_heap_frozen", worker=w.name, objects=freeze_startup_heap())
         serving = asyncio.create_task(w.serve())
         loop = asyncio.get_running_loop()
         stops: list[asyncio.Task[None]] = []

@@ -216,6 +216,10 @@ def test_a_worker_needs_the_registry_of_a_declarative_file_and_logs_its_claims(
     claims = [x for x in err.splitlines() if "run_claimed" in x]
     assert claims and "run_id=h1" in claims[0] and "worker=w1" in claims[0], err
     assert "hello_info" in err and "hello_warning" in err  # the worker logs at INFO
+    # its start-up heap (modules, workflows, statements) is left out of full collections
+    frozen = [x for x in err.splitlines() if "worker_heap_frozen" in x]
+    assert frozen and "worker=w1" in frozen[0], err
+    assert int(frozen[0].split("objects=")[1].split()[0]) > 10_000, frozen
     assert "serving hello@1" in out
 
 
