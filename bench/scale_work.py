@@ -290,12 +290,15 @@ async def profile_read(kind: str, where: str, run_id: str, what: str, n: int) ->
 
 
 async def beside(kind: str, where: str, run_id: str, n: int, small: int, window: int,
-                 reader: bool, cap_s: float, profile: bool = False) -> dict[str, Any]:
+                 reader: bool, cap_s: float, profile: bool = False,
+                 freeze: bool = False) -> dict[str, Any]:
     """A ``small``-superstep run in the same store, alone or while another process reads the long run.
 
     The reader (``scale.py --reader``) loops: ``history(limit=50)`` pages walking
     back with ``before=``, then ``get_state`` of the long run, until told to stop.
     ``profile``: the small run under cProfile (its summary in ``profile``).
+    ``freeze``: this process's heap frozen before the small run, as ``durable-flow
+    worker`` freezes its start-up heap before serving.
     """
     prof = cProfile.Profile() if profile else None
     proc = None
@@ -311,6 +314,10 @@ async def beside(kind: str, where: str, run_id: str, n: int, small: int, window:
     TIMES.clear()
     async with Runtime(make_store(kind, where)) as rt:
         await rt.get_run(run_id)
+        if freeze:
+            from durable_flow.cli._worker import freeze_startup_heap
+
+            freeze_startup_heap()
         STOP_AT[0] = time.perf_counter() + cap_s
         if prof is not None:
             prof.enable()
@@ -327,7 +334,7 @@ async def beside(kind: str, where: str, run_id: str, n: int, small: int, window:
         done = json.loads(await proc.stdout.readline())
         await asyncio.wait_for(proc.wait(), 120)
     reached = result.state.count
-    return {"reader": reader, "small": small, "reached": reached, "seconds": t,
+    return {"reader": reader, "freeze": freeze, "small": small, "reached": reached, "seconds": t,
             "steps": superstep_stats(TIMES[:reached + 1], window), "reads": done,
             "gc": collections_brief(seen),
             "profile": profile_summary(prof) if prof is not None else None}

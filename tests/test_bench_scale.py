@@ -16,7 +16,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 FIGURES = ("cost per superstep, last", "get_state (head) at", "head load (engine loader) at",
            "resume with the answer at", "history(limit=50) first page at",
            "history(limit=50, before=<superstep N/2>) at", "storage O(n), bytes/superstep at",
-           "prune(keep_last=", "run beside a reader of the long run, worst superstep")
+           "prune(keep_last=", "run beside a reader of the long run, worst superstep",
+           "start-up heap frozen as durable-flow worker does, worst superstep")
 
 
 def test_the_scale_benchmark_reports_every_figure_on_both_stores(tmp_path: Path) -> None:
