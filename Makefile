@@ -56,7 +56,9 @@ test: $(STAMP) $(CHROMIUM)
 	  wait $$checking; checked=$$?; echo "mypy durable_flow:"; cat $(VENV)/mypy.log; \
 	  test $$tested -eq 0 -a $$checked -eq 0
 
-# The behaviour tests only: no child process, browser, crash or fleet (under a minute).
+# The behaviour tests only: no child process, browser, crash or fleet. About 2.5 minutes
+# on a 2-core machine, where they are CPU-bound (the test workers and PostgreSQL keep both
+# cores busy); run one file or -k for a quicker loop.
 test-fast: $(STAMP)
 	TMPDIR=$(TEST_TMPDIR) $(PYTEST) -m "not process"
 
