@@ -83,11 +83,11 @@ def freeze_startup_heap() -> int:
     """Leave what the process holds when it starts serving out of later full collections.
 
     The modules, the workflows and the store's statements stay alive as long
-    as the process; a full collection walks every object it tracks (about
-    90,000 here, 50-70 ms on a loaded 2-core machine, during which no
-    superstep of any run moves). ``gc.freeze`` after one collection moves
-    them to the permanent generation: later collections walk only what the
-    runs allocate. Returns how many objects were frozen.
+    as the process; a full collection walks every object it tracks, and no
+    superstep of any run moves meanwhile (what it costs: bench/RESULTS.md,
+    the scale bench's frozen figure). ``gc.freeze`` after one collection
+    moves them to the permanent generation: later collections walk only what
+    the runs allocate. Returns how many objects were frozen.
     """
     gc.collect()
     gc.freeze()
